@@ -1,0 +1,3 @@
+"""gridbench: how much faster, and how much cheaper, is a GPU for your hyperparameter search?"""
+
+__version__ = "0.1.0"

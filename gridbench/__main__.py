@@ -1,0 +1,5 @@
+import sys
+
+from gridbench.cli import main
+
+sys.exit(main())

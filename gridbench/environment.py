@@ -1,0 +1,110 @@
+"""The machine and software a measurement was taken on, recorded with every search.
+
+Results from different machines must never mix silently, so each search carries
+the CPU model and core count, the GPUs (through NVML), and library versions.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from importlib import metadata
+
+LIBRARIES = (
+    "gridbench", "keras", "tensorflow-cpu", "tensorflow", "jax", "jaxlib", "torch", "scikeras",
+    "scikit-learn", "numpy", "ray", "mlflow", "cupy-cuda12x", "cupy-cuda13x",
+)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (the affinity mask, which containers narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def library_versions() -> dict[str, str]:
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def gpus() -> list[dict[str, str]]:
+    """The GPUs NVML sees, with driver and CUDA versions; empty where there is none."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no library, no driver, or no device: no GPU for us
+        return []
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        found = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            found.append(
+                {
+                    "index": str(index),
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "memory_gib": f"{pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30:.1f}",
+                    "driver": driver,
+                    "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+                }
+            )
+        return found
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def visible_gpu_count() -> int:
+    """GPUs this process may use: NVML's count, narrowed by CUDA_VISIBLE_DEVICES."""
+    count = len(gpus())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"]))
+    return count
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def collect() -> dict[str, str]:
+    """Flat tags describing this host, ready for MLflow."""
+    import psutil
+
+    tags = {
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu.model": cpu_model(),
+        "cpu.cores_usable": str(usable_cores()),
+        "cpu.cores_physical": str(psutil.cpu_count(logical=False) or "unknown"),
+        "memory_gib": f"{psutil.virtual_memory().total / 2**30:.1f}",
+    }
+    tags.update({f"version.{name}": version for name, version in library_versions().items()})
+    found = gpus()
+    tags["gpu.count"] = str(len(found))
+    for gpu in found:
+        for key, value in gpu.items():
+            if key != "index":
+                tags[f"gpu.{gpu['index']}.{key}"] = value
+    return tags

@@ -1,0 +1,130 @@
+"""What the terminal shows: live progress while trials run, then a table of results."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from gridbench.records import TrialRecord
+from gridbench.tracking import ui_command
+
+if TYPE_CHECKING:
+    from gridbench.search import SearchResult
+
+
+class SearchProgress:
+    """A progress bar (trials done/total, elapsed, ETA) and one line per finished trial."""
+
+    def __init__(self, console: Console, metric: str):
+        self.console = console
+        self.metric = metric
+        self.progress = Progress(
+            TextColumn("[bold]trials"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[state]}"),
+            TextColumn("elapsed"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.task = None
+        self.running = 0
+        self.failed = 0
+
+    def start(self, total: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task("search", total=total, state="")
+
+    def trial_started(self, config) -> None:
+        self.running += 1
+        self._update()
+
+    def trial_ended(self, record: TrialRecord) -> None:
+        self.running = max(0, self.running - 1)
+        if record.finished:
+            m = record.metrics
+            self.progress.console.print(
+                f"[green]done[/] {record.key} #{record.repeat}: {self.metric} {_fmt(m.get(self.metric))}, "
+                f"steady {_fmt(m.get('steady_epoch_s'))} s/epoch, warm-up {_fmt(m.get('warmup_epoch_s'))} s, "
+                f"wall {_fmt(m.get('trial_wall_s'))} s on {record.tags.get('device.actual', '?')}"
+            )
+        else:
+            self.failed += 1
+            self.progress.console.print(f"[red]FAILED[/] {record.key} #{record.repeat}: {record.error}")
+        self.progress.advance(self.task)
+        self._update()
+
+    def _update(self) -> None:
+        state = f"{self.running} running" + (f", [red]{self.failed} failed[/]" if self.failed else "")
+        self.progress.update(self.task, state=state)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def trials_table(result: SearchResult) -> Table:
+    """Finished trials ranked by the experiment's metric (failed ones are listed below it)."""
+    spec = result.plan.spec
+    axes = sorted(spec.grid)
+    finished = [t for t in result.trials if t.finished]
+    finished.sort(key=lambda t: t.metrics.get(spec.metric, math.nan), reverse=spec.mode == "max")
+    failed = [t for t in result.trials if not t.finished]
+
+    table = Table(
+        title=f"{spec.name}: {len(finished)} finished, {len(failed)} failed, ranked by {spec.metric} ({spec.mode})"
+    )
+    table.add_column("#", justify="right")
+    for axis in axes:
+        table.add_column(axis, justify="right")
+    if spec.repeats > 1:
+        table.add_column("repeat", justify="right")
+    for column in (spec.metric, "setup s", "warm-up s", "steady s/epoch", "± sd", "samples/s", "eval s", "wall s"):
+        table.add_column(column, justify="right")
+    table.add_column("device")
+    for rank, trial in enumerate(finished, start=1):
+        m = trial.metrics
+        row = [str(rank), *(str(trial.config.get(a, "")) for a in axes)]
+        if spec.repeats > 1:
+            row.append(str(trial.repeat))
+        row += [
+            _fmt(m.get(spec.metric)),
+            _fmt(m.get("setup_s"), 3),
+            _fmt(m.get("warmup_epoch_s"), 3),
+            _fmt(m.get("steady_epoch_s"), 4),
+            _fmt(m.get("steady_epoch_std_s"), 2),
+            _fmt(m.get("samples_per_s"), 3),
+            _fmt(m.get("eval_s"), 3),
+            _fmt(m.get("trial_wall_s"), 3),
+            trial.tags.get("device.actual", "?"),
+        ]
+        table.add_row(*row)
+    return table
+
+
+def print_search(console: Console, result: SearchResult) -> None:
+    s = result.summary
+    console.print(trials_table(result))
+    for trial in result.trials:
+        if not trial.finished:
+            console.print(f"[red]FAILED[/] {trial.key} #{trial.repeat}: {trial.error}")
+    console.print(
+        f"makespan {s.makespan_s:.1f} s for {s.trials_total} trials at concurrency {s.concurrency}; "
+        f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
+        f"first trial started {s.time_to_first_trial_s:.1f} s after the command (Ray start {s.ray_start_s:.1f} s)"
+    )
+    console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
+    console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")

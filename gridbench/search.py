@@ -1,0 +1,309 @@
+"""A search: an experiment's grid run as Ray Tune trials, each recorded in MLflow as it ends.
+
+    spec -> preflight (every check, nothing written) -> Ray Tune trials -> MLflow -> SearchResult
+
+The driver is the only process that writes to MLflow: a Tune callback turns each
+finished or failed trial into a TrialRecord and hands it to the SearchRecorder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from gridbench import datasets, environment
+from gridbench.errors import UserError
+from gridbench.records import SearchSummary, TrialRecord
+from gridbench.spec import ExperimentSpec
+from gridbench.tracking import SearchRecorder, check_tracking_uri, resolve_tracking_uri
+from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
+
+BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module to import
+DEVICES = ("cpu", "gpu")
+
+TrialRunner = Callable[[Mapping[str, Any], TrialContext], dict]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    device: str = "cpu"
+    backend: str = "tensorflow"
+    cpus_per_trial: int | None = None  # default: every usable core, one trial at a time
+    max_concurrent: int | None = None
+    tracking_uri: str | None = None
+    data_dir: str | None = None
+    command_line: str = ""
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """Everything a search needs, checked; building it writes nothing."""
+
+    spec: ExperimentSpec
+    options: SearchOptions
+    tracking_uri: str
+    data: datasets.DataSource
+    cpus_per_trial: int
+    gpus_per_trial: int
+    trials_total: int
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    plan: SearchPlan
+    parent_run_id: str
+    experiment_name: str
+    trials: tuple[TrialRecord, ...]
+    summary: SearchSummary
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
+    """Checks the request against this machine, the data and the store; raises UserError."""
+    if options.device not in DEVICES:
+        raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
+    if options.backend not in BACKENDS:
+        raise UserError(f"--backend must be one of {', '.join(BACKENDS)}, got {options.backend!r}")
+    if importlib.util.find_spec(BACKENDS[options.backend]) is None:
+        extra = "" if options.backend == "tensorflow" else f" (pip install 'gridbench[{options.backend}]')"
+        raise UserError(f"backend {options.backend} is not installed{extra}; or choose another --backend")
+    cores = environment.usable_cores()
+    cpus = options.cpus_per_trial if options.cpus_per_trial is not None else cores
+    if cpus <= 0:
+        raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
+    if cpus > cores:
+        raise UserError(f"--cpus-per-trial {cpus} is more than this machine's {cores} usable cores; use at most {cores}")
+    if options.max_concurrent is not None and options.max_concurrent <= 0:
+        raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
+    gpus = 0
+    if options.device == "gpu":
+        # Ray would queue a GPU trial forever on a machine without one.
+        if environment.visible_gpu_count() == 0:
+            raise UserError("--device gpu: no GPU is visible on this machine (NVML found none); use --device cpu")
+        gpus = 1
+    data = datasets.locate(spec.dataset, options.data_dir)
+    tracking_uri = resolve_tracking_uri(options.tracking_uri)
+    check_tracking_uri(tracking_uri)
+    return SearchPlan(
+        spec=spec,
+        options=options,
+        tracking_uri=tracking_uri,
+        data=data,
+        cpus_per_trial=cpus,
+        gpus_per_trial=gpus,
+        trials_total=spec.grid_size * spec.repeats,
+    )
+
+
+def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None:
+    """Ray Tune's function trainable: run the trial, report its outcome once."""
+    from ray import tune
+
+    tune.report({"gridbench": runner(config, context)})
+
+
+def _quiet_ray() -> None:
+    # Tune's own CSV/JSON/TensorBoard loggers and console output are replaced by
+    # MLflow and gridbench's progress bar; usage-stats prompts need no network here.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def run_search(
+    plan: SearchPlan,
+    observer: Any = None,
+    runner: TrialRunner = run_trial,
+) -> SearchResult:
+    """Runs the planned search. `observer` (see gridbench.report.Progress) hears of each trial."""
+    spec, options = plan.spec, plan.options
+    _quiet_ray()
+    import ray
+    from ray import tune
+
+    env = environment.collect()
+    ray_start = time.perf_counter()
+    ray.init(
+        num_cpus=environment.usable_cores(),
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        configure_logging=True,
+    )
+    ray_start_s = time.perf_counter() - ray_start
+    storage = tempfile.mkdtemp(prefix="gridbench-ray-")
+    recorder = SearchRecorder(plan.tracking_uri, spec.name)
+    status, error, summary = "FAILED", None, None
+    try:
+        cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
+        concurrency = max(1, min(cluster_cpus // plan.cpus_per_trial, options.max_concurrent or plan.trials_total, plan.trials_total))
+        context = TrialContext(
+            workload=spec.model,
+            params=dict(spec.params),
+            data=plan.data,
+            device=options.device,
+            backend=options.backend,
+            cpus=plan.cpus_per_trial,
+            seed=spec.seed,
+        )
+        parent_tags = {
+            **env,
+            "device": options.device,
+            "backend": options.backend,
+            "spec.name": spec.name,
+            "spec.hash": spec.spec_hash,
+            "spec.source": spec.source,
+            "dataset": spec.dataset,
+            "model": spec.model,
+            "metric": spec.metric,
+            "command": options.command_line or shlex.join(sys.argv),
+            "cpus_per_trial": str(plan.cpus_per_trial),
+            "gpus_per_trial": str(plan.gpus_per_trial),
+            "gridbench.kind": "search",
+        }
+        recorder.start(
+            run_name=f"{spec.name} {options.device} {options.backend}",
+            params={
+                **spec.params,
+                **{f"grid.{axis}": list(values) for axis, values in spec.grid.items()},
+                "repeats": spec.repeats,
+                "seed": spec.seed,
+                "concurrency": concurrency,
+            },
+            tags=parent_tags,
+            documents={"spec.json": spec.to_dict(), "environment.json": env},
+        )
+        trial_params = {**spec.params, "seed": spec.seed, "dataset": spec.dataset, "model": spec.model}
+        trial_tags = {"device": options.device, "backend": options.backend, "gridbench.kind": "trial"}
+        callback = _RecordingCallback(recorder, trial_params, trial_tags, observer)
+        if observer is not None:
+            observer.start(plan.trials_total)
+
+        param_space = {axis: tune.grid_search(list(values)) for axis, values in sorted(spec.grid.items())}
+        param_space[REPEAT_KEY] = tune.grid_search(list(range(spec.repeats)))
+        trainable = tune.with_resources(
+            tune.with_parameters(_trainable, context=context, runner=runner),
+            {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
+        )
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space,
+            tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True),
+            run_config=tune.RunConfig(
+                name=f"{spec.name}-{int(time.time())}",
+                storage_path=storage,
+                callbacks=[callback],
+                verbose=0,
+                failure_config=tune.FailureConfig(max_failures=0),
+            ),
+        )
+        fit_start = time.perf_counter()
+        tuner.fit()
+        makespan = time.perf_counter() - fit_start
+
+        trials = tuple(callback.records)
+        finished = [t for t in trials if t.finished]
+        values = [t.metrics[spec.metric] for t in finished if spec.metric in t.metrics]
+        best = (max if spec.mode == "max" else min)(values) if values else None
+        process_start = _process_start_time()
+        summary = SearchSummary(
+            trials_total=plan.trials_total,
+            trials_finished=len(finished),
+            trials_failed=len(trials) - len(finished),
+            concurrency=concurrency,
+            makespan_s=makespan,
+            ray_start_s=ray_start_s,
+            time_to_first_trial_s=min((t.started_at for t in trials), default=process_start) - process_start,
+            trial_wall_sum_s=sum(t.metrics.get("trial_wall_s", 0.0) for t in trials),
+            best_metric=best,
+        )
+        status = "FINISHED"
+        return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary, env)
+    except KeyboardInterrupt:
+        status, error = "KILLED", "interrupted"
+        raise
+    except BaseException as err:
+        error = f"{type(err).__name__}: {err}"
+        raise
+    finally:
+        recorder.finish(summary, status, error)
+        ray.shutdown()
+        shutil.rmtree(storage, ignore_errors=True)
+
+
+def _process_start_time() -> float:
+    import psutil
+
+    return psutil.Process().create_time()
+
+
+class _RecordingCallback:
+    """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
+
+    def __new__(cls, *args, **kwargs):
+        # Subclass tune.Callback lazily, so importing this module does not import Ray.
+        from ray import tune
+
+        class RecordingCallback(tune.Callback):
+            def __init__(self, recorder: SearchRecorder, params, tags, observer):
+                self.recorder = recorder
+                self.params = params
+                self.tags = tags
+                self.observer = observer
+                self.records: list[TrialRecord] = []
+                self._outcomes: dict[str, dict] = {}
+
+            def on_trial_start(self, iteration, trials, trial, **info):
+                if self.observer is not None:
+                    self.observer.trial_started(trial.config)
+
+            def on_trial_result(self, iteration, trials, trial, result, **info):
+                if "gridbench" in result:
+                    self._outcomes[trial.trial_id] = result["gridbench"]
+
+            def on_trial_complete(self, iteration, trials, trial, **info):
+                outcome = self._outcomes.pop(trial.trial_id, None)
+                if outcome is None:
+                    outcome = _lost_outcome(trial, "the trial ended without reporting a result")
+                self._record(trial, outcome)
+
+            def on_trial_error(self, iteration, trials, trial, **info):
+                # The worker process died (a crash, an out-of-memory kill): Python never returned.
+                error = trial.get_error() or "the trial's worker failed"
+                lines = [line for line in str(error).splitlines() if line.strip()]
+                self._record(trial, _lost_outcome(trial, lines[-1] if lines else str(error), str(error)))
+
+            def __getstate__(self):
+                # Tune pickles its callbacks into the experiment state for resuming;
+                # the store client and the terminal are this process's alone.
+                return {"records": [], "_outcomes": {}, "recorder": None, "observer": None, "params": {}, "tags": {}}
+
+            def _record(self, trial, outcome):
+                record = TrialRecord.from_outcome(trial.trial_id, trial.config, outcome)
+                self.records.append(record)
+                self.recorder.record_trial(record, self.params, self.tags)
+                if self.observer is not None:
+                    self.observer.trial_ended(record)
+
+        return RecordingCallback(*args, **kwargs)
+
+
+def _lost_outcome(trial, error: str, traceback: str | None = None) -> dict:
+    now = time.time()
+    return {
+        "status": "FAILED",
+        "started_at": getattr(trial, "start_time", None) or now,
+        "ended_at": now,
+        "repeat": trial.config.get(REPEAT_KEY, 0),
+        "error": error[:500],
+        "traceback": traceback,
+    }

@@ -1,0 +1,180 @@
+"""MLflow: the one place gridbench writes results.
+
+Only the driver writes, through MlflowClient: a parent run per search, a nested
+child run per trial as soon as the trial ends (so a search that dies later loses
+no finished trial), and the search's totals when it ends. The store is checked
+before the search starts, so an unusable URI writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlparse
+
+from gridbench.errors import UserError
+from gridbench.records import SearchSummary, TrialRecord
+
+EXPERIMENT_PREFIX = "gridbench/"
+# MLflow caps a tag value at 8000 characters (5000 in older servers).
+_MAX_TAG = 5000
+
+
+def experiment_name(spec_name: str) -> str:
+    return f"{EXPERIMENT_PREFIX}{spec_name}"
+
+
+def resolve_tracking_uri(uri: str | None) -> str:
+    """`--tracking-uri`, else MLFLOW_TRACKING_URI, else MLflow's default (sqlite:///mlflow.db), made absolute.
+
+    Absolute, because Ray runs trials in working directories of its own.
+    """
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        path = uri[len("sqlite:///") :]
+        if path != ":memory:" and not path.startswith("/"):
+            return f"sqlite:///{Path(path).resolve()}"
+        return uri
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else uri).expanduser().resolve().as_uri()
+    return uri
+
+
+def check_tracking_uri(uri: str) -> None:
+    """Raises a UserError if the store cannot be written; writes nothing itself."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        path = Path(uri[len("sqlite:///") :])
+        if path.exists():
+            if not path.is_file() or not os.access(path, os.W_OK):
+                raise UserError(f"tracking URI {uri}: {path} is not a writable file; choose another --tracking-uri")
+        elif not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+            raise UserError(
+                f"tracking URI {uri}: directory {path.parent} does not exist or is not writable; "
+                f"create it or choose another --tracking-uri"
+            )
+    elif parsed.scheme == "file":
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
+            raise UserError(
+                f"tracking URI {uri} is a file store, which MLflow 3 refuses; use "
+                f"--tracking-uri sqlite:///{Path(parsed.path) / 'mlflow.db'} (or set MLFLOW_ALLOW_FILE_STORE=true)"
+            )
+        path = Path(parsed.path)
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise UserError(f"tracking URI {uri}: {existing} is not a writable directory; choose another --tracking-uri")
+    elif parsed.scheme in ("http", "https"):
+        import requests
+
+        try:
+            response = requests.get(f"{uri.rstrip('/')}/health", timeout=5)
+            response.raise_for_status()
+        except requests.RequestException as err:
+            raise UserError(
+                f"tracking server {uri} does not answer ({type(err).__name__}); start it or fix --tracking-uri"
+            ) from None
+
+
+def artifact_location(uri: str) -> str | None:
+    """For a local SQLite store, artifacts go to mlruns/ beside the database (MLflow's own layout)."""
+    if urlparse(uri).scheme == "sqlite":
+        return (Path(uri[len("sqlite:///") :]).parent / "mlruns").as_uri()
+    return None
+
+
+def ui_command(uri: str) -> str:
+    if urlparse(uri).scheme in ("http", "https"):
+        return f"open {uri}"
+    return f"mlflow ui --backend-store-uri {uri}"
+
+
+def _quiet_mlflow() -> None:
+    # MLflow logs database migrations and run URLs at INFO; the terminal has a progress bar.
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _text(value: Any) -> str:
+    return str(value)[:_MAX_TAG]
+
+
+class SearchRecorder:
+    """Writes one search to MLflow: the parent run, each trial as a nested run, the totals."""
+
+    def __init__(self, tracking_uri: str, spec_name: str):
+        from mlflow import MlflowClient
+
+        _quiet_mlflow()
+
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri)
+        self.experiment_name = experiment_name(spec_name)
+        self.experiment_id: str | None = None
+        self.parent_run_id: str | None = None
+
+    def start(self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], documents: Mapping[str, Any]) -> str:
+        experiment = self.client.get_experiment_by_name(self.experiment_name)
+        if experiment is None:
+            self.experiment_id = self.client.create_experiment(
+                self.experiment_name, artifact_location=artifact_location(self.tracking_uri)
+            )
+        else:
+            self.experiment_id = experiment.experiment_id
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags={k: _text(v) for k, v in tags.items()})
+        self.parent_run_id = run.info.run_id
+        self._log(self.parent_run_id, params=params)
+        for name, document in documents.items():
+            self.client.log_dict(self.parent_run_id, document, name)
+        return self.parent_run_id
+
+    def record_trial(self, trial: TrialRecord, params: Mapping[str, Any], tags: Mapping[str, str]) -> str:
+        """One nested run per trial, written the moment the trial ends."""
+        run = self.client.create_run(
+            self.experiment_id,
+            start_time=int(trial.started_at * 1000),
+            run_name=f"{trial.key} #{trial.repeat}",
+            tags={
+                "mlflow.parentRunId": self.parent_run_id,
+                "trial_id": trial.trial_id,
+                "config_key": trial.key,
+                **{k: _text(v) for k, v in {**tags, **trial.tags}.items()},
+                **({"error": _text(trial.error)} if trial.error else {}),
+            },
+        )
+        run_id = run.info.run_id
+        self._log(run_id, params={**params, **trial.config, "repeat": trial.repeat}, metrics=trial.metrics)
+        if trial.epoch_times:
+            from mlflow.entities import Metric
+
+            now = int(time.time() * 1000)
+            self.client.log_batch(
+                run_id, metrics=[Metric("epoch_s", t, now, step) for step, t in enumerate(trial.epoch_times)]
+            )
+        if trial.traceback:
+            self.client.log_text(run_id, trial.traceback, "error.txt")
+        self.client.set_terminated(run_id, status=trial.status, end_time=int(trial.ended_at * 1000))
+        return run_id
+
+    def finish(self, summary: SearchSummary | None, status: str, error: str | None = None) -> None:
+        if self.parent_run_id is None:
+            return
+        if summary is not None:
+            self._log(self.parent_run_id, metrics=summary.metrics())
+        if error:
+            self.client.set_tag(self.parent_run_id, "error", _text(error))
+        self.client.set_terminated(self.parent_run_id, status=status)
+
+    def _log(self, run_id: str, params: Mapping[str, Any] = {}, metrics: Mapping[str, float] = {}) -> None:
+        from mlflow.entities import Metric, Param
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            run_id,
+            params=[Param(k, _text(json.dumps(v) if isinstance(v, (list, dict)) else v)) for k, v in params.items()],
+            metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+        )

@@ -1,0 +1,108 @@
+"""The workloads a trial can train, described without importing any ML framework.
+
+Each workload names its hyperparameters (with types, defaults and valid ranges) so
+that specs and command-line overrides are checked before anything starts, and names
+the function that trains it, imported only inside a trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gridbench.errors import UserError
+
+Value = int | float | str
+
+
+@dataclass(frozen=True)
+class Hyperparameter:
+    name: str
+    kind: type  # int, float or str
+    default: Value
+    rule: str = ""  # what a valid value is, for messages: "> 0"
+    valid: Callable[[Any], bool] = field(default=lambda value: True, repr=False)
+    choices: tuple[str, ...] = ()
+
+    def coerce(self, value: Any, where: str) -> Value:
+        """Returns `value` as this hyperparameter's type, or raises a UserError naming `where`."""
+        if isinstance(value, str) and self.kind is not str:
+            try:
+                value = self.kind(value)
+            except ValueError:
+                raise UserError(
+                    f"{where}: {self.name} must be {_kind_name(self.kind)}, got {value!r}"
+                ) from None
+        if isinstance(value, bool) or not _is_kind(value, self.kind):
+            raise UserError(f"{where}: {self.name} must be {_kind_name(self.kind)}, got {value!r}")
+        value = self.kind(value)
+        if self.choices and value not in self.choices:
+            raise UserError(
+                f"{where}: {self.name} must be one of {', '.join(self.choices)}; got {value!r}"
+            )
+        if not self.valid(value):
+            raise UserError(f"{where}: {self.name} must be {self.rule}, got {value!r}")
+        return value
+
+
+def _is_kind(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def _kind_name(kind: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string"}[kind]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    datasets: tuple[str, ...]
+    hyperparameters: tuple[Hyperparameter, ...]
+    train: str  # "module:function", imported inside a trial only
+
+    def hyperparameter(self, name: str, where: str) -> Hyperparameter:
+        for hp in self.hyperparameters:
+            if hp.name == name:
+                return hp
+        known = ", ".join(hp.name for hp in self.hyperparameters)
+        raise UserError(f"{where}: unknown hyperparameter {name!r} for model {self.name!r}; known: {known}")
+
+    def load_train(self) -> Callable:
+        import importlib
+
+        module, function = self.train.split(":")
+        return getattr(importlib.import_module(module), function)
+
+
+def _positive(value: Any) -> bool:
+    return value > 0
+
+
+MLP = Workload(
+    name="mlp",
+    description="Keras multilayer perceptron: Dense+ReLU layers with dropout, softmax output",
+    datasets=("digits", "mnist"),
+    hyperparameters=(
+        # Two epochs at least: the first is warm-up (tracing, compilation), the rest are timed.
+        Hyperparameter("epochs", int, 5, ">= 2 (epoch 1 is warm-up; later epochs are timed)", lambda v: v >= 2),
+        Hyperparameter("batch_size", int, 128, "> 0", _positive),
+        Hyperparameter("hidden_units", int, 512, "> 0", _positive),
+        Hyperparameter("hidden_layers", int, 2, "> 0", _positive),
+        Hyperparameter("dropout", float, 0.2, "in [0, 1)", lambda v: 0 <= v < 1),
+        Hyperparameter("learning_rate", float, 0.001, "> 0", _positive),
+        Hyperparameter("optimizer", str, "rmsprop", choices=("adam", "rmsprop", "sgd")),
+    ),
+    train="gridbench.workloads.keras_mlp:KerasMLPSession",
+)
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (MLP,)}
+
+
+def get_workload(name: str, where: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise UserError(f"{where}: unknown model {name!r}; known: {', '.join(WORKLOADS)}") from None

@@ -1,0 +1,44 @@
+"""Test setup: markers, the real MNIST file, and a path that Ray workers can import fakes from."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+# Ray workers are separate processes: they find tests/fakes.py through PYTHONPATH.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _gpu_visible() -> bool:
+    from gridbench.environment import visible_gpu_count
+
+    return visible_gpu_count() > 0
+
+
+def pytest_collection_modifyitems(config, items):
+    if _gpu_visible():
+        return
+    skip = pytest.mark.skip(reason="needs a visible NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def mnist_dir() -> Path:
+    """The directory holding the real mnist.npz: $GRIDBENCH_TEST_DATA_DIR, else ../shared/data."""
+    directory = Path(os.environ.get("GRIDBENCH_TEST_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+    if not (directory / "mnist.npz").is_file():
+        pytest.skip(f"no mnist.npz in {directory} (set GRIDBENCH_TEST_DATA_DIR)")
+    return directory
+
+
+@pytest.fixture
+def store(tmp_path) -> str:
+    """A fresh SQLite MLflow store in a temporary directory."""
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -1,0 +1,53 @@
+"""Fake trial runners for harness tests: real Ray and MLflow, no training.
+
+Imported by Ray workers through PYTHONPATH (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+FAIL_AT = {"hidden_units": 64}  # the grid point that fails_one() fails
+
+
+def _outcome(config, context, status="FINISHED", error=None):
+    started = time.time()
+    time.sleep(0.05)
+    metrics = {
+        "setup_s": 0.01,
+        "warmup_epoch_s": 0.02,
+        "steady_epoch_s": 0.01,
+        "test_accuracy": config["hidden_units"] / 1000 + config.get("repeat", 0) / 10000,
+    }
+    outcome = {
+        "status": status,
+        "started_at": started,
+        "ended_at": time.time(),
+        "repeat": config.get("repeat", 0),
+        "metrics": {} if error else metrics,
+        "tags": {"device.requested": context.device, "device.actual": "cpu:0", "pid": str(os.getpid())},
+        "epoch_times": [0.02, 0.01, 0.01],
+    }
+    if error:
+        outcome["error"] = error
+        outcome["traceback"] = f"Traceback (most recent call last):\n{error}\n"
+    outcome["metrics"]["trial_wall_s"] = time.time() - started
+    return outcome
+
+
+def succeeds(config, context):
+    return _outcome(config, context)
+
+
+def fails_one(config, context):
+    if all(config.get(k) == v for k, v in FAIL_AT.items()):
+        return _outcome(config, context, status="FAILED", error="ValueError: planted failure")
+    return _outcome(config, context)
+
+
+def crashes_one(config, context):
+    """Kills its worker process outright for one grid point, as an out-of-memory kill would."""
+    if all(config.get(k) == v for k, v in FAIL_AT.items()):
+        os._exit(1)
+    return _outcome(config, context)

@@ -1,0 +1,104 @@
+"""The command line, through a subprocess as a user runs it: start-up cost and bad input.
+
+Every bad input must give one line on stderr, exit status 2, no traceback, and
+leave the MLflow store untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gridbench.environment import usable_cores, visible_gpu_count
+
+
+def gridbench(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gridbench", *args],
+        capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})},
+    )
+
+
+def test_help_imports_no_framework():
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['gridbench', '--help']\n"
+        "try:\n    runpy.run_module('gridbench', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('tensorflow', 'keras', 'ray', 'mlflow', 'jax', 'torch') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "usage: gridbench" in result.stdout
+    assert "HEAVY []" in result.stdout
+
+
+def test_list_shows_each_experiment_with_dataset_model_and_grid_size():
+    result = gridbench("list")
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]}
+    assert lines["digits"][1:4] == ["digits", "mlp", "4"]
+    assert lines["mnist"][1:4] == ["mnist", "mlp", "8"]
+
+
+BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["search", "nope"], "unknown experiment 'nope'; known: digits, mnist"),
+        (["search", "{bad_toml}"], "invalid TOML"),
+        (["search", "digits", "--grid", "width=1,2"], "--grid: unknown hyperparameter 'width'"),
+        (["search", "digits", "--set", "width=1"], "--set: unknown hyperparameter 'width'"),
+        (["search", "digits", "--grid", "learning_rate="], "grid axis 'learning_rate' is empty"),
+        (["search", "digits", "--set", "learning_rate=0"], "learning_rate must be > 0, got 0.0"),
+        (["search", "digits", "--set", "batch_size=0"], "batch_size must be > 0, got 0"),
+        (["search", "digits", "--set", "epochs=0"], "epochs must be >= 2"),
+        (["search", "digits", "--repeats", "0"], "repeats must be an integer > 0, got 0"),
+        (["search", "digits", "--cpus-per-trial", "999"], "--cpus-per-trial 999 is more than this machine's"),
+        (["search", "digits", "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
+        (["search", "digits", "--max-concurrent", "0"], "--max-concurrent must be > 0"),
+        (["search", "digits", "--device", "tpu"], "invalid choice: 'tpu'"),
+        (["search", "digits", "--tracking-uri", "sqlite:////no/such/dir/mlflow.db"], "directory /no/such/dir does not exist"),
+        (["search", "digits", "--tracking-uri", "http://127.0.0.1:9/"], "tracking server http://127.0.0.1:9/ does not answer"),
+        (["search", "digits", "--tracking-uri", "{tmp}/filestore"], "is a file store, which MLflow 3 refuses"),
+        (["search", "mnist", "--data-dir", "{tmp}/corrupt"], "is not a valid mnist.npz"),
+        (["bogus"], "invalid choice: 'bogus'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+    (tmp_path / "bad.toml").write_text(BAD_SPEC)
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "mnist.npz").write_bytes(b"junk")
+    args = [a.format(bad_toml=tmp_path / "bad.toml", tmp=tmp_path) for a in args]
+    store = tmp_path / "store" / "mlflow.db"
+    store.parent.mkdir()
+    if "--tracking-uri" not in args:
+        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] == "search" else []
+    result = gridbench(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("gridbench: error: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not store.exists()
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "filestore").exists()
+
+
+@pytest.mark.skipif(visible_gpu_count() > 0, reason="this machine has a GPU")
+def test_gpu_request_without_a_gpu_fails_at_once(tmp_path):
+    result = gridbench("search", "digits", "--device", "gpu", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "gridbench: error: --device gpu: no GPU is visible on this machine (NVML found none); use --device cpu"
+    )
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_cpus_per_trial_limit_is_this_machines_cores():
+    result = gridbench("search", "digits", "--cpus-per-trial", str(usable_cores() + 1))
+    assert f"use at most {usable_cores()}" in result.stderr

@@ -1,0 +1,88 @@
+"""Dataset location and loading: the search order, and clear errors for missing or corrupt files."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from gridbench import datasets
+from gridbench.errors import UserError
+
+
+def make_mnist(directory, corrupt: bool = False):
+    """A file in Keras' mnist.npz layout (zeros: only shapes and dtypes matter here)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    arrays = {key: np.zeros(shape, dtype) for key, (shape, dtype) in datasets.MNIST_ARRAYS.items()}
+    if corrupt:
+        arrays["x_train"] = arrays["x_train"][:100]
+    np.savez_compressed(directory / "mnist.npz", **arrays)
+    return directory / "mnist.npz"
+
+
+@pytest.fixture
+def no_keras_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras-home"))
+    monkeypatch.delenv(datasets.DATA_DIR_ENV, raising=False)
+
+
+def test_data_dir_comes_first_then_the_environment_then_keras_cache(tmp_path, monkeypatch, no_keras_cache):
+    cache = make_mnist(tmp_path / "keras-home" / "datasets")
+    env = make_mnist(tmp_path / "env")
+    given = make_mnist(tmp_path / "given")
+    monkeypatch.setenv(datasets.DATA_DIR_ENV, str(tmp_path / "env"))
+    assert datasets.locate("mnist", str(tmp_path / "given")).path == str(given)
+    assert datasets.locate("mnist").path == str(env)
+    monkeypatch.delenv(datasets.DATA_DIR_ENV)
+    assert datasets.locate("mnist").path == str(cache)
+
+
+def test_corrupt_file_is_a_user_error(tmp_path, no_keras_cache):
+    make_mnist(tmp_path / "bad", corrupt=True)
+    with pytest.raises(UserError, match=r"is not a valid mnist.npz \(x_train is uint8\[100, 28, 28\]"):
+        datasets.locate("mnist", str(tmp_path / "bad"))
+
+
+def test_not_a_zip_file_is_a_user_error(tmp_path, no_keras_cache):
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "mnist.npz").write_bytes(b"not an archive")
+    with pytest.raises(UserError, match="is not a valid mnist.npz"):
+        datasets.locate("mnist", str(tmp_path / "junk"))
+
+
+def test_missing_file_offline_says_where_it_looked_and_how_to_fix(tmp_path, monkeypatch, no_keras_cache):
+    # Keras' download, replaced by one that fails as an offline machine does.
+    def load_data(path):
+        raise Exception("URL fetch failure: [Errno -3] Temporary failure in name resolution")
+
+    keras = types.ModuleType("keras")
+    keras_datasets = types.ModuleType("keras.datasets")
+    keras_datasets.mnist = types.SimpleNamespace(load_data=load_data)
+    keras.datasets = keras_datasets
+    monkeypatch.setitem(sys.modules, "keras", keras)
+    monkeypatch.setitem(sys.modules, "keras.datasets", keras_datasets)
+    with pytest.raises(UserError) as caught:
+        datasets.locate("mnist", str(tmp_path / "empty"))
+    message = str(caught.value)
+    assert str(tmp_path / "empty" / "mnist.npz") in message
+    assert str(tmp_path / "keras-home" / "datasets" / "mnist.npz") in message
+    assert "Temporary failure in name resolution" in message
+    assert "--data-dir" in message and datasets.DATA_DIR_ENV in message
+
+
+def test_digits_are_bundled_and_split_stratified():
+    data = datasets.load(datasets.locate("digits"), seed=0)
+    assert data.x_train.dtype == np.float32 and data.x_train.shape[1] == 64
+    assert len(data.x_train) + len(data.x_test) == 1797
+    assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0
+    assert set(np.unique(data.y_test)) == set(range(10))
+
+
+def test_real_mnist_loads_scaled_and_flat(mnist_dir):
+    data = datasets.load(datasets.locate("mnist", str(mnist_dir)), seed=0)
+    assert data.x_train.shape == (60000, 784) and data.x_test.shape == (10000, 784)
+    assert data.x_train.dtype == np.float32 and data.x_train.max() == 1.0
+    # The label counts the README beside the file gives.
+    assert np.bincount(data.y_train).tolist() == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]

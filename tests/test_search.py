@@ -1,0 +1,131 @@
+"""Searches under real Ray Tune against a real MLflow store, read back through MlflowClient.
+
+The harness tests use fake trial runners (tests/fakes.py) so that they check Ray and
+MLflow plumbing without training; the end-to-end tests train real Keras models.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import fakes
+from gridbench.spec import load_spec
+from gridbench.search import SearchOptions, plan_search, run_search
+from gridbench.tracking import experiment_name
+
+pytestmark = pytest.mark.slow
+
+
+def runs_of(store: str, name: str):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name(experiment_name(name))
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return client, parents, children
+
+
+def small_digits(repeats: int = 1):
+    return load_spec("digits").with_overrides({"learning_rate": "0.01"}, {"hidden_units": ["32", "64"]}).with_repeats(repeats)
+
+
+def test_failed_trials_are_recorded_as_failed_and_the_search_goes_on(store):
+    plan = plan_search(small_digits(repeats=2), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    result = run_search(plan, runner=fakes.fails_one)
+
+    assert result.summary.trials_total == 4
+    assert result.summary.trials_finished == 2 and result.summary.trials_failed == 2
+    assert result.summary.concurrency == min(2, os.cpu_count())
+    client, parents, children = runs_of(store, "digits")
+    assert [p.info.run_id for p in parents] == [result.parent_run_id]
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["trials_failed"] == 2 and parent.data.metrics["trials_finished"] == 2
+    assert parent.data.metrics["best_metric"] == pytest.approx(0.0321)  # hidden_units 32, repeat 1
+    assert parent.data.tags["device"] == "cpu" and parent.data.tags["spec.hash"] == plan.spec.spec_hash
+    assert len(children) == 4
+    assert all(c.data.tags["mlflow.parentRunId"] == result.parent_run_id for c in children)
+    failed = [c for c in children if c.info.status == "FAILED"]
+    assert sorted(c.data.params["repeat"] for c in failed) == ["0", "1"]
+    assert all(c.data.params["hidden_units"] == "64" for c in failed)
+    assert all(c.data.tags["error"] == "ValueError: planted failure" for c in failed)
+    error_text = client.download_artifacts(failed[0].info.run_id, "error.txt")
+    assert "planted failure" in open(error_text).read()
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    assert {(c.data.params["hidden_units"], c.data.params["repeat"]) for c in finished} == {("32", "0"), ("32", "1")}
+    assert all(c.data.params["learning_rate"] == "0.01" and c.data.params["epochs"] == "6" for c in finished)
+    assert [m.value for m in client.get_metric_history(finished[0].info.run_id, "epoch_s")] == [0.02, 0.01, 0.01]
+
+
+def test_a_crashed_worker_fails_its_trial_and_loses_no_finished_one(store):
+    plan = plan_search(small_digits(), SearchOptions(cpus_per_trial=1, max_concurrent=1, tracking_uri=store))
+    result = run_search(plan, runner=fakes.crashes_one)
+
+    client, parents, children = runs_of(store, "digits")
+    by_units = {c.data.params["hidden_units"]: c for c in children}
+    assert by_units["32"].info.status == "FINISHED"
+    assert by_units["64"].info.status == "FAILED"
+    assert by_units["64"].data.tags["error"]
+    assert result.summary.trials_failed == 1 and result.summary.trials_finished == 1
+    assert parents[0].info.status == "FINISHED"
+
+
+def test_digits_search_end_to_end_through_the_cli(tmp_path):
+    """The README's main job: real Keras trials under Ray, every one in MLflow."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "overhead ratio" in result.stdout and "mlflow ui --backend-store-uri" in result.stdout
+
+    spec = load_spec("digits")
+    client, parents, children = runs_of(store, "digits")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    parent = parents[0].data
+    for tag in ("cpu.model", "cpu.cores_usable", "version.keras", "version.ray", "version.mlflow", "spec.hash", "command"):
+        assert parent.tags[tag], tag
+    assert parent.tags["backend"] == "tensorflow"
+    assert parent.metrics["trials_finished"] == spec.grid_size and parent.metrics["trials_failed"] == 0
+    assert parent.metrics["makespan_s"] > 0 and parent.metrics["overhead_ratio"] >= 1.0
+
+    assert len(children) == spec.grid_size
+    assert {(c.data.params["hidden_units"], c.data.params["learning_rate"]) for c in children} == {
+        (str(h), str(lr)) for h in spec.grid["hidden_units"] for lr in spec.grid["learning_rate"]
+    }
+    cores = parent.tags["cpus_per_trial"]
+    for child in children:
+        m, tags = child.data.metrics, child.data.tags
+        assert child.info.status == "FINISHED"
+        for key in ("setup_s", "warmup_epoch_s", "steady_epoch_s", "eval_s", "samples_per_s", "trial_wall_s"):
+            assert m[key] > 0, key
+        assert 0.5 < m["test_accuracy"] <= 1.0
+        assert m["steady_epochs"] == spec.params["epochs"] - 1
+        assert len(client.get_metric_history(child.info.run_id, "epoch_s")) == spec.params["epochs"]
+        assert tags["device.requested"] == "cpu" and tags["device.actual"] == "cpu:0"
+        assert tags["threads.tf_intra_op"] == cores and tags["threads.omp"] == cores
+    # Workers are reused: TensorFlow is imported once per worker, not once per trial.
+    assert sum(c.data.metrics["import_s"] > 1.0 for c in children) <= int(parent.metrics["concurrency"])
+
+
+def test_mnist_search_reads_the_real_file(tmp_path, mnist_dir):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", "mnist", "--tracking-uri", store,
+         "--set", "epochs=2", "--set", "hidden_units=64", "--set", "batch_size=512", "--grid", "learning_rate=0.001"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "GRIDBENCH_DATA_DIR": str(mnist_dir)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, parents, children = runs_of(store, "mnist")
+    assert len(children) == 1
+    m = children[0].data.metrics
+    assert m["test_accuracy"] > 0.85
+    assert m["samples_per_s"] == pytest.approx(60000 / m["steady_epoch_s"])
