@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -116,6 +117,9 @@ def _quiet_ray() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Ctrl-C should stop the search at once (finished trials are already in MLflow),
+    # not be swallowed by Tune's own graceful-stop handler.
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -131,17 +135,24 @@ def run_search(
     from ray import tune
 
     env = environment.collect()
-    ray_start = time.perf_counter()
-    ray.init(
-        num_cpus=environment.usable_cores(),
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level="ERROR",
-        configure_logging=True,
-    )
-    ray_start_s = time.perf_counter() - ray_start
+    # Importing MLflow and opening its store takes seconds; do it while Ray starts.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        opening = pool.submit(SearchRecorder, plan.tracking_uri, spec.name)
+        ray_start = time.perf_counter()
+        ray.init(
+            num_cpus=environment.usable_cores(),
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+            configure_logging=True,
+        )
+        ray_start_s = time.perf_counter() - ray_start
+        try:
+            recorder = opening.result()
+        except BaseException:
+            ray.shutdown()
+            raise
     storage = tempfile.mkdtemp(prefix="gridbench-ray-")
-    recorder = SearchRecorder(plan.tracking_uri, spec.name)
     status, error, summary = "FAILED", None, None
     try:
         cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
@@ -227,6 +238,8 @@ def run_search(
             best_metric=best,
         )
         status = "FINISHED"
+        if len(trials) < plan.trials_total:
+            status, error = "KILLED", f"the search stopped after {len(trials)} of {plan.trials_total} trials"
         return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary, env)
     except KeyboardInterrupt:
         status, error = "KILLED", "interrupted"
