@@ -32,7 +32,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = load_spec(args.experiment).with_repeats(args.repeats)
-        plan = plan_search(spec, SearchOptions(cpus_per_trial=args.cpus_per_trial, tracking_uri=f"sqlite:///{tmp}/mlflow.db"))
+        plan = plan_search(
+            spec, SearchOptions(cpus_per_trial=args.cpus_per_trial, tracking_uri=f"sqlite:///{tmp}/mlflow.db")
+        )
         started = time.perf_counter()
         result = run_search(plan)
         search_s = time.perf_counter() - started
@@ -40,12 +42,18 @@ def main() -> None:
     s = result.summary
     walls = [t.metrics["trial_wall_s"] for t in result.trials]
     imports = [t.metrics.get("import_s", 0.0) for t in result.trials]
-    print(f"experiment            {spec.name}: {s.trials_total} trials, {plan.cpus_per_trial} CPU(s) per trial, concurrency {s.concurrency}")
+    print(
+        f"experiment            {spec.name}: {s.trials_total} trials, {plan.cpus_per_trial} CPU(s) per trial, concurrency {s.concurrency}"
+    )
     print(f"trials finished       {s.trials_finished} of {s.trials_total}")
     print(f"makespan              {s.makespan_s:8.2f} s   (Tuner.fit)")
-    print(f"sum of trials / conc. {s.ideal_makespan_s:8.2f} s   (trial wall times: median {statistics.median(walls):.2f} s, max {max(walls):.2f} s)")
+    print(
+        f"sum of trials / conc. {s.ideal_makespan_s:8.2f} s   (trial wall times: median {statistics.median(walls):.2f} s, max {max(walls):.2f} s)"
+    )
     print(f"overhead ratio        {s.overhead_ratio:8.2f}     (makespan / (sum of trial wall times / concurrency))")
-    print(f"framework imports     {sum(imports):8.2f} s   (inside trials; {sum(i > 1 for i in imports)} worker(s) paid it)")
+    print(
+        f"framework imports     {sum(imports):8.2f} s   (inside trials; {sum(i > 1 for i in imports)} worker(s) paid it)"
+    )
     print(f"Ray start             {s.ray_start_s:8.2f} s")
     print(f"time to first trial   {s.time_to_first_trial_s:8.2f} s   (command start to first trial start)")
     print(f"whole search call     {search_s:8.2f} s   (Ray start, MLflow run, Tuner.fit, shutdown)")

@@ -31,16 +31,27 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("experiment", help="a name from experiments/ (see `gridbench list`) or a path to a .toml file")
     search.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where trials train (default: cpu)")
     search.add_argument(
-        "--backend", choices=("tensorflow", "jax", "torch"), default="tensorflow", help="Keras backend (default: tensorflow)"
+        "--backend",
+        choices=("tensorflow", "jax", "torch"),
+        default="tensorflow",
+        help="Keras backend (default: tensorflow)",
     )
     search.add_argument(
         "--cpus-per-trial", type=int, metavar="N", help="CPU cores reserved per trial (default: all usable cores)"
     )
     search.add_argument("--max-concurrent", type=int, metavar="N", help="at most N trials at once")
-    search.add_argument("--repeats", type=int, metavar="N", help="train each configuration N times (overrides the spec)")
-    search.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
-    search.add_argument("--data-dir", metavar="DIR", help="directory holding dataset files such as mnist.npz ($GRIDBENCH_DATA_DIR)")
-    search.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="fix a hyperparameter")
+    search.add_argument(
+        "--repeats", type=int, metavar="N", help="train each configuration N times (overrides the spec)"
+    )
+    search.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+    )
+    search.add_argument(
+        "--data-dir", metavar="DIR", help="directory holding dataset files such as mnist.npz ($GRIDBENCH_DATA_DIR)"
+    )
+    search.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="fix a hyperparameter"
+    )
     search.add_argument(
         "--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2", help="make or replace a grid axis"
     )
@@ -85,13 +96,10 @@ def _search(args: argparse.Namespace) -> int:
         f"{spec.name}: {spec.grid_size} configurations x {spec.repeats} repeat(s) = {plan.trials_total} trials "
         f"on {options.device} ({options.backend}), {plan.cpus_per_trial} CPU(s) per trial; store {plan.tracking_uri}"
     )
-    progress = SearchProgress(console, spec.metric)
-    try:
-        result = run_search(plan, observer=progress)
-    finally:
-        progress.stop()
+    result = run_search(plan, observer=SearchProgress(console, spec.metric))
     print_search(console, result)
-    return 0 if result.summary.trials_failed == 0 else 1
+    # 1: the search ran, but not every trial finished (the failed ones are in MLflow).
+    return 0 if result.summary.trials_finished == result.summary.trials_total else 1
 
 
 def _list(args: argparse.Namespace) -> int:

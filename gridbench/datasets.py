@@ -93,7 +93,9 @@ def check_mnist_file(path: Path) -> None:
                     raise ValueError(f"no array {key!r}")
                 array = archive[key]
                 if array.shape != shape or array.dtype != dtype:
-                    raise ValueError(f"{key} is {array.dtype}{list(array.shape)}, expected {np.dtype(dtype)}{list(shape)}")
+                    raise ValueError(
+                        f"{key} is {array.dtype}{list(array.shape)}, expected {np.dtype(dtype)}{list(shape)}"
+                    )
     except Exception as err:
         raise UserError(
             f"{path} is not a valid mnist.npz ({err}); replace it with Keras' mnist.npz "

@@ -12,8 +12,20 @@ import socket
 from importlib import metadata
 
 LIBRARIES = (
-    "gridbench", "keras", "tensorflow-cpu", "tensorflow", "jax", "jaxlib", "torch", "scikeras",
-    "scikit-learn", "numpy", "ray", "mlflow", "cupy-cuda12x", "cupy-cuda13x",
+    "gridbench",
+    "keras",
+    "tensorflow-cpu",
+    "tensorflow",
+    "jax",
+    "jaxlib",
+    "torch",
+    "scikeras",
+    "scikit-learn",
+    "numpy",
+    "ray",
+    "mlflow",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
 )
 
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from gridbench import datasets, environment
 from gridbench.errors import UserError
@@ -30,6 +30,15 @@ BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backe
 DEVICES = ("cpu", "gpu")
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], dict]
+
+
+class SearchObserver(Protocol):
+    """Hears of a search's progress, in the driver: a progress bar, a test."""
+
+    def start(self, total: int) -> None: ...
+    def trial_started(self, config: Mapping[str, Any]) -> None: ...
+    def trial_ended(self, record: TrialRecord) -> None: ...
+    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,9 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     if cpus <= 0:
         raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
     if cpus > cores:
-        raise UserError(f"--cpus-per-trial {cpus} is more than this machine's {cores} usable cores; use at most {cores}")
+        raise UserError(
+            f"--cpus-per-trial {cpus} is more than this machine's {cores} usable cores; use at most {cores}"
+        )
     if options.max_concurrent is not None and options.max_concurrent <= 0:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     gpus = 0
@@ -125,14 +136,16 @@ def _quiet_ray() -> None:
 
 def run_search(
     plan: SearchPlan,
-    observer: Any = None,
+    observer: SearchObserver | None = None,
     runner: TrialRunner = run_trial,
 ) -> SearchResult:
-    """Runs the planned search. `observer` (see gridbench.report.Progress) hears of each trial."""
+    """Runs the planned search; `observer` (gridbench.report.SearchProgress) hears of each trial."""
     spec, options = plan.spec, plan.options
     _quiet_ray()
     import ray
     from ray import tune
+
+    from gridbench.tune_callback import RecordingCallback
 
     env = environment.collect()
     # Importing MLflow and opening its store takes seconds; do it while Ray starts.
@@ -156,7 +169,9 @@ def run_search(
     status, error, summary = "FAILED", None, None
     try:
         cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
-        concurrency = max(1, min(cluster_cpus // plan.cpus_per_trial, options.max_concurrent or plan.trials_total, plan.trials_total))
+        concurrency = max(
+            1, min(cluster_cpus // plan.cpus_per_trial, options.max_concurrent or plan.trials_total, plan.trials_total)
+        )
         context = TrialContext(
             workload=spec.model,
             params=dict(spec.params),
@@ -195,7 +210,7 @@ def run_search(
         )
         trial_params = {**spec.params, "seed": spec.seed, "dataset": spec.dataset, "model": spec.model}
         trial_tags = {"device": options.device, "backend": options.backend, "gridbench.kind": "trial"}
-        callback = _RecordingCallback(recorder, trial_params, trial_tags, observer)
+        callback = RecordingCallback(recorder, trial_params, trial_tags, observer)
         if observer is not None:
             observer.start(plan.trials_total)
 
@@ -248,6 +263,8 @@ def run_search(
         error = f"{type(err).__name__}: {err}"
         raise
     finally:
+        if observer is not None:
+            observer.stop()
         recorder.finish(summary, status, error)
         ray.shutdown()
         shutil.rmtree(storage, ignore_errors=True)
@@ -257,66 +274,3 @@ def _process_start_time() -> float:
     import psutil
 
     return psutil.Process().create_time()
-
-
-class _RecordingCallback:
-    """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
-
-    def __new__(cls, *args, **kwargs):
-        # Subclass tune.Callback lazily, so importing this module does not import Ray.
-        from ray import tune
-
-        class RecordingCallback(tune.Callback):
-            def __init__(self, recorder: SearchRecorder, params, tags, observer):
-                self.recorder = recorder
-                self.params = params
-                self.tags = tags
-                self.observer = observer
-                self.records: list[TrialRecord] = []
-                self._outcomes: dict[str, dict] = {}
-
-            def on_trial_start(self, iteration, trials, trial, **info):
-                if self.observer is not None:
-                    self.observer.trial_started(trial.config)
-
-            def on_trial_result(self, iteration, trials, trial, result, **info):
-                if "gridbench" in result:
-                    self._outcomes[trial.trial_id] = result["gridbench"]
-
-            def on_trial_complete(self, iteration, trials, trial, **info):
-                outcome = self._outcomes.pop(trial.trial_id, None)
-                if outcome is None:
-                    outcome = _lost_outcome(trial, "the trial ended without reporting a result")
-                self._record(trial, outcome)
-
-            def on_trial_error(self, iteration, trials, trial, **info):
-                # The worker process died (a crash, an out-of-memory kill): Python never returned.
-                error = trial.get_error() or "the trial's worker failed"
-                lines = [line for line in str(error).splitlines() if line.strip()]
-                self._record(trial, _lost_outcome(trial, lines[-1] if lines else str(error), str(error)))
-
-            def __getstate__(self):
-                # Tune pickles its callbacks into the experiment state for resuming;
-                # the store client and the terminal are this process's alone.
-                return {"records": [], "_outcomes": {}, "recorder": None, "observer": None, "params": {}, "tags": {}}
-
-            def _record(self, trial, outcome):
-                record = TrialRecord.from_outcome(trial.trial_id, trial.config, outcome)
-                self.records.append(record)
-                self.recorder.record_trial(record, self.params, self.tags)
-                if self.observer is not None:
-                    self.observer.trial_ended(record)
-
-        return RecordingCallback(*args, **kwargs)
-
-
-def _lost_outcome(trial, error: str, traceback: str | None = None) -> dict:
-    now = time.time()
-    return {
-        "status": "FAILED",
-        "started_at": getattr(trial, "start_time", None) or now,
-        "ended_at": now,
-        "repeat": trial.config.get(REPEAT_KEY, 0),
-        "error": error[:500],
-        "traceback": traceback,
-    }

@@ -149,7 +149,7 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
         raise UserError(f"{source}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(_TOP_LEVEL_KEYS)}")
     for key in ("dataset", "model"):
         if not isinstance(data.get(key), str):
-            raise UserError(f"{source}: {key} = \"...\" is required")
+            raise UserError(f'{source}: {key} = "..." is required')
     workload = get_workload(data["model"], source)
     dataset = data["dataset"]
     if dataset not in workload.datasets:
@@ -162,7 +162,7 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
         raise UserError(f"{source}: unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
     mode = data.get("mode", METRICS[metric])
     if mode not in ("max", "min"):
-        raise UserError(f"{source}: mode must be \"max\" or \"min\", got {mode!r}")
+        raise UserError(f'{source}: mode must be "max" or "min", got {mode!r}')
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"{source}: seed must be an integer >= 0, got {seed!r}")

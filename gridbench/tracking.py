@@ -67,7 +67,9 @@ def check_tracking_uri(uri: str) -> None:
         path = Path(parsed.path)
         existing = next(p for p in (path, *path.parents) if p.exists())
         if not existing.is_dir() or not os.access(existing, os.W_OK):
-            raise UserError(f"tracking URI {uri}: {existing} is not a writable directory; choose another --tracking-uri")
+            raise UserError(
+                f"tracking URI {uri}: {existing} is not a writable directory; choose another --tracking-uri"
+            )
     elif parsed.scheme in ("http", "https"):
         import requests
 
@@ -117,7 +119,9 @@ class SearchRecorder:
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
 
-    def start(self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], documents: Mapping[str, Any]) -> str:
+    def start(
+        self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], documents: Mapping[str, Any]
+    ) -> str:
         experiment = self.client.get_experiment_by_name(self.experiment_name)
         if experiment is None:
             self.experiment_id = self.client.create_experiment(
@@ -169,12 +173,16 @@ class SearchRecorder:
             self.client.set_tag(self.parent_run_id, "error", _text(error))
         self.client.set_terminated(self.parent_run_id, status=status)
 
-    def _log(self, run_id: str, params: Mapping[str, Any] = {}, metrics: Mapping[str, float] = {}) -> None:
+    def _log(
+        self, run_id: str, params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None
+    ) -> None:
         from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
         self.client.log_batch(
             run_id,
-            params=[Param(k, _text(json.dumps(v) if isinstance(v, (list, dict)) else v)) for k, v in params.items()],
-            metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+            params=[
+                Param(k, _text(json.dumps(v) if isinstance(v, (list, dict)) else v)) for k, v in (params or {}).items()
+            ],
+            metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()],
         )

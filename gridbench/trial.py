@@ -76,7 +76,9 @@ def configure_process(context: TrialContext) -> dict[str, str]:
         settings["JAX_PLATFORMS"] = "cpu"
     keras = sys.modules.get("keras")
     if keras is not None and keras.backend.backend() != context.backend:
-        raise RuntimeError(f"this worker already runs Keras on {keras.backend.backend()}; cannot switch to {context.backend}")
+        raise RuntimeError(
+            f"this worker already runs Keras on {keras.backend.backend()}; cannot switch to {context.backend}"
+        )
     os.environ.update(settings)
     return settings
 

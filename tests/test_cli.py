@@ -18,7 +18,11 @@ from gridbench.environment import usable_cores, visible_gpu_count
 def gridbench(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "gridbench", *args],
-        capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -63,8 +67,14 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["search", "digits", "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
         (["search", "digits", "--max-concurrent", "0"], "--max-concurrent must be > 0"),
         (["search", "digits", "--device", "tpu"], "invalid choice: 'tpu'"),
-        (["search", "digits", "--tracking-uri", "sqlite:////no/such/dir/mlflow.db"], "directory /no/such/dir does not exist"),
-        (["search", "digits", "--tracking-uri", "http://127.0.0.1:9/"], "tracking server http://127.0.0.1:9/ does not answer"),
+        (
+            ["search", "digits", "--tracking-uri", "sqlite:////no/such/dir/mlflow.db"],
+            "directory /no/such/dir does not exist",
+        ),
+        (
+            ["search", "digits", "--tracking-uri", "http://127.0.0.1:9/"],
+            "tracking server http://127.0.0.1:9/ does not answer",
+        ),
         (["search", "digits", "--tracking-uri", "{tmp}/filestore"], "is a file store, which MLflow 3 refuses"),
         (["search", "mnist", "--data-dir", "{tmp}/corrupt"], "is not a valid mnist.npz"),
         (["bogus"], "invalid choice: 'bogus'"),

@@ -10,11 +10,12 @@ import os
 import subprocess
 import sys
 
+import fakes
 import pytest
 
-import fakes
-from gridbench.spec import load_spec
+from gridbench.environment import usable_cores
 from gridbench.search import SearchOptions, plan_search, run_search
+from gridbench.spec import load_spec
 from gridbench.tracking import experiment_name
 
 pytestmark = pytest.mark.slow
@@ -32,16 +33,44 @@ def runs_of(store: str, name: str):
 
 
 def small_digits(repeats: int = 1):
-    return load_spec("digits").with_overrides({"learning_rate": "0.01"}, {"hidden_units": ["32", "64"]}).with_repeats(repeats)
+    return (
+        load_spec("digits")
+        .with_overrides({"learning_rate": "0.01"}, {"hidden_units": ["32", "64"]})
+        .with_repeats(repeats)
+    )
+
+
+class EventLog:
+    """An observer that writes down what it hears."""
+
+    def __init__(self):
+        self.events = []
+
+    def start(self, total):
+        self.events.append(("start", total))
+
+    def trial_started(self, config):
+        self.events.append(("started", config["hidden_units"]))
+
+    def trial_ended(self, record):
+        self.events.append(("ended", record.status))
+
+    def stop(self):
+        self.events.append(("stop",))
 
 
 def test_failed_trials_are_recorded_as_failed_and_the_search_goes_on(store):
     plan = plan_search(small_digits(repeats=2), SearchOptions(cpus_per_trial=1, tracking_uri=store))
-    result = run_search(plan, runner=fakes.fails_one)
+    log = EventLog()
+    result = run_search(plan, observer=log, runner=fakes.fails_one)
+
+    assert log.events[0] == ("start", 4) and log.events[-1] == ("stop",)
+    assert sorted(e for e in log.events if e[0] == "ended") == [("ended", "FAILED")] * 2 + [("ended", "FINISHED")] * 2
+    assert sum(e[0] == "started" for e in log.events) == 4
 
     assert result.summary.trials_total == 4
     assert result.summary.trials_finished == 2 and result.summary.trials_failed == 2
-    assert result.summary.concurrency == min(2, os.cpu_count())
+    assert result.summary.concurrency == min(4, usable_cores())  # one CPU per trial
     client, parents, children = runs_of(store, "digits")
     assert [p.info.run_id for p in parents] == [result.parent_run_id]
     parent = parents[0]
@@ -81,7 +110,10 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = subprocess.run(
         [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "overhead ratio" in result.stdout and "mlflow ui --backend-store-uri" in result.stdout
@@ -90,7 +122,15 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
     client, parents, children = runs_of(store, "digits")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     parent = parents[0].data
-    for tag in ("cpu.model", "cpu.cores_usable", "version.keras", "version.ray", "version.mlflow", "spec.hash", "command"):
+    for tag in (
+        "cpu.model",
+        "cpu.cores_usable",
+        "version.keras",
+        "version.ray",
+        "version.mlflow",
+        "spec.hash",
+        "command",
+    ):
         assert parent.tags[tag], tag
     assert parent.tags["backend"] == "tensorflow"
     assert parent.metrics["trials_finished"] == spec.grid_size and parent.metrics["trials_failed"] == 0
@@ -118,9 +158,27 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
 def test_mnist_search_reads_the_real_file(tmp_path, mnist_dir):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = subprocess.run(
-        [sys.executable, "-m", "gridbench", "search", "mnist", "--tracking-uri", store,
-         "--set", "epochs=2", "--set", "hidden_units=64", "--set", "batch_size=512", "--grid", "learning_rate=0.001"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "gridbench",
+            "search",
+            "mnist",
+            "--tracking-uri",
+            store,
+            "--set",
+            "epochs=2",
+            "--set",
+            "hidden_units=64",
+            "--set",
+            "batch_size=512",
+            "--grid",
+            "learning_rate=0.001",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
         env={**os.environ, "GRIDBENCH_DATA_DIR": str(mnist_dir)},
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -65,7 +65,9 @@ def test_set_fixes_a_value_and_removes_its_axis(tmp_path):
 
 
 def test_grid_replaces_or_adds_an_axis(tmp_path):
-    spec = load_spec(write(tmp_path, MINIMAL)).with_overrides(grids={"learning_rate": ["0.5"], "batch_size": ["8", "16"]})
+    spec = load_spec(write(tmp_path, MINIMAL)).with_overrides(
+        grids={"learning_rate": ["0.5"], "batch_size": ["8", "16"]}
+    )
     assert spec.grid["learning_rate"] == (0.5,)
     assert spec.grid["batch_size"] == (8, 16)
     assert "batch_size" not in spec.params
@@ -95,21 +97,33 @@ def test_command_line_assignments_parse():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[grid]\nwidth = [1]\n", "unknown hyperparameter 'width'"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[grid]\nhidden_units = []\n", "grid axis 'hidden_units' is empty"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[params]\nlearning_rate = 0\n", "learning_rate must be > 0, got 0"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[grid]\nlearning_rate = [0.1, -1]\n", "learning_rate must be > 0, got -1"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[params]\nbatch_size = 0\n", "batch_size must be > 0, got 0"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[params]\nepochs = 0\n", "epochs must be >= 2"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\nrepeats = 0\n", "repeats must be an integer > 0, got 0"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[params]\nbatch_size = \"big\"\n", "batch_size must be an integer, got 'big'"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[params]\noptimizer = \"adamw\"\n", "optimizer must be one of adam, rmsprop, sgd"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\n[params]\nepochs = 3\n[grid]\nepochs = [2]\n", "in both [params] and [grid]"),
-        ("dataset = \"digits\"\nmodel = \"cnn\"\n", "unknown model 'cnn'; known: mlp"),
-        ("dataset = \"cifar\"\nmodel = \"mlp\"\n", "dataset 'cifar' is not available for model 'mlp'; choose one of digits, mnist"),
-        ("model = \"mlp\"\n", "dataset = \"...\" is required"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\nepochs = 3\n", "unknown key(s) epochs"),
-        ("dataset = \"digits\"\nmodel = \"mlp\"\nmetric = \"f1\"\n", "unknown metric 'f1'"),
+        ('dataset = "digits"\nmodel = "mlp"\n[grid]\nwidth = [1]\n', "unknown hyperparameter 'width'"),
+        ('dataset = "digits"\nmodel = "mlp"\n[grid]\nhidden_units = []\n', "grid axis 'hidden_units' is empty"),
+        ('dataset = "digits"\nmodel = "mlp"\n[params]\nlearning_rate = 0\n', "learning_rate must be > 0, got 0"),
+        ('dataset = "digits"\nmodel = "mlp"\n[grid]\nlearning_rate = [0.1, -1]\n', "learning_rate must be > 0, got -1"),
+        ('dataset = "digits"\nmodel = "mlp"\n[params]\nbatch_size = 0\n', "batch_size must be > 0, got 0"),
+        ('dataset = "digits"\nmodel = "mlp"\n[params]\nepochs = 0\n', "epochs must be >= 2"),
+        ('dataset = "digits"\nmodel = "mlp"\nrepeats = 0\n', "repeats must be an integer > 0, got 0"),
+        (
+            'dataset = "digits"\nmodel = "mlp"\n[params]\nbatch_size = "big"\n',
+            "batch_size must be an integer, got 'big'",
+        ),
+        (
+            'dataset = "digits"\nmodel = "mlp"\n[params]\noptimizer = "adamw"\n',
+            "optimizer must be one of adam, rmsprop, sgd",
+        ),
+        (
+            'dataset = "digits"\nmodel = "mlp"\n[params]\nepochs = 3\n[grid]\nepochs = [2]\n',
+            "in both [params] and [grid]",
+        ),
+        ('dataset = "digits"\nmodel = "cnn"\n', "unknown model 'cnn'; known: mlp"),
+        (
+            'dataset = "cifar"\nmodel = "mlp"\n',
+            "dataset 'cifar' is not available for model 'mlp'; choose one of digits, mnist",
+        ),
+        ('model = "mlp"\n', 'dataset = "..." is required'),
+        ('dataset = "digits"\nmodel = "mlp"\nepochs = 3\n', "unknown key(s) epochs"),
+        ('dataset = "digits"\nmodel = "mlp"\nmetric = "f1"\n', "unknown metric 'f1'"),
     ],
 )
 def test_invalid_specs_are_refused_with_the_fix(tmp_path, text, message):

@@ -44,8 +44,15 @@ def test_epoch_end_without_begin_is_a_bug():
 
 def test_summary_overhead_ratio_against_ideal_makespan():
     summary = SearchSummary(
-        trials_total=4, trials_finished=3, trials_failed=1, concurrency=2, makespan_s=30.0,
-        ray_start_s=5.0, time_to_first_trial_s=8.0, trial_wall_sum_s=40.0, best_metric=0.9,
+        trials_total=4,
+        trials_finished=3,
+        trials_failed=1,
+        concurrency=2,
+        makespan_s=30.0,
+        ray_start_s=5.0,
+        time_to_first_trial_s=8.0,
+        trial_wall_sum_s=40.0,
+        best_metric=0.9,
     )
     assert summary.ideal_makespan_s == 20.0
     assert summary.overhead_ratio == 1.5

@@ -30,16 +30,12 @@ class Hyperparameter:
             try:
                 value = self.kind(value)
             except ValueError:
-                raise UserError(
-                    f"{where}: {self.name} must be {_kind_name(self.kind)}, got {value!r}"
-                ) from None
+                raise UserError(f"{where}: {self.name} must be {_kind_name(self.kind)}, got {value!r}") from None
         if isinstance(value, bool) or not _is_kind(value, self.kind):
             raise UserError(f"{where}: {self.name} must be {_kind_name(self.kind)}, got {value!r}")
         value = self.kind(value)
         if self.choices and value not in self.choices:
-            raise UserError(
-                f"{where}: {self.name} must be one of {', '.join(self.choices)}; got {value!r}"
-            )
+            raise UserError(f"{where}: {self.name} must be one of {', '.join(self.choices)}; got {value!r}")
         if not self.valid(value):
             raise UserError(f"{where}: {self.name} must be {self.rule}, got {value!r}")
         return value

@@ -102,7 +102,7 @@ class KerasMLPSession:
 
 
 def normalise_device(tensor: Any) -> str:
-    """"cpu:0" / "gpu:1" from a TensorFlow, JAX or PyTorch tensor."""
+    """ "cpu:0" / "gpu:1" from a TensorFlow, JAX or PyTorch tensor."""
     if hasattr(tensor, "devices"):  # JAX
         device = next(iter(tensor.devices()))
         kind = {"cuda": "gpu", "rocm": "gpu"}.get(device.platform, device.platform)

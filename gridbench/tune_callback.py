@@ -1,0 +1,72 @@
+"""The bridge from Ray Tune to MLflow: a Tune callback, run in the driver process.
+
+Each trial's outcome arrives as its one reported result; when the trial ends it
+becomes a TrialRecord and is written at once, so a search that dies later loses
+no finished trial. Imported only once Ray is needed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ray import tune
+
+from gridbench.records import TrialRecord
+from gridbench.tracking import SearchRecorder
+from gridbench.trial import REPEAT_KEY
+
+
+class RecordingCallback(tune.Callback):
+    """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
+
+    def __init__(self, recorder: SearchRecorder, params, tags, observer):
+        self.recorder = recorder
+        self.params = params
+        self.tags = tags
+        self.observer = observer
+        self.records: list[TrialRecord] = []
+        self._outcomes: dict[str, dict] = {}
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        if self.observer is not None:
+            self.observer.trial_started(trial.config)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if "gridbench" in result:
+            self._outcomes[trial.trial_id] = result["gridbench"]
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        outcome = self._outcomes.pop(trial.trial_id, None)
+        if outcome is None:
+            outcome = _lost_outcome(trial, "the trial ended without reporting a result")
+        self._record(trial, outcome)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        # The worker process died (a crash, an out-of-memory kill): Python never returned.
+        error = trial.get_error() or "the trial's worker failed"
+        lines = [line for line in str(error).splitlines() if line.strip()]
+        self._record(trial, _lost_outcome(trial, lines[-1] if lines else str(error), str(error)))
+
+    def __getstate__(self):
+        # Tune pickles its callbacks into the experiment state for resuming;
+        # the store client and the terminal are this process's alone.
+        return {"records": [], "_outcomes": {}, "recorder": None, "observer": None, "params": {}, "tags": {}}
+
+    def _record(self, trial, outcome):
+        record = TrialRecord.from_outcome(trial.trial_id, trial.config, outcome)
+        self.records.append(record)
+        self.recorder.record_trial(record, self.params, self.tags)
+        if self.observer is not None:
+            self.observer.trial_ended(record)
+
+
+def _lost_outcome(trial, error: str, traceback: str | None = None) -> dict:
+    now = time.time()
+    return {
+        "status": "FAILED",
+        "started_at": getattr(trial, "start_time", None) or now,
+        "ended_at": now,
+        "repeat": trial.config.get(REPEAT_KEY, 0),
+        "error": error[:500],
+        "traceback": traceback,
+    }
