@@ -126,7 +126,6 @@ def _quiet_ray() -> None:
     # MLflow and gridbench's progress bar; usage-stats prompts need no network here.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # Ctrl-C should stop the search at once (finished trials are already in MLflow),
     # not be swallowed by Tune's own graceful-stop handler.
@@ -189,6 +188,7 @@ def run_search(
             "spec.hash": spec.spec_hash,
             "spec.source": spec.source,
             "dataset": spec.dataset,
+            "data.path": plan.data.path or "bundled with scikit-learn",
             "model": spec.model,
             "metric": spec.metric,
             "command": options.command_line or shlex.join(sys.argv),
@@ -203,7 +203,6 @@ def run_search(
                 **{f"grid.{axis}": list(values) for axis, values in spec.grid.items()},
                 "repeats": spec.repeats,
                 "seed": spec.seed,
-                "concurrency": concurrency,
             },
             tags=parent_tags,
             documents={"spec.json": spec.to_dict(), "environment.json": env},

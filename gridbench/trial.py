@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from gridbench import datasets
@@ -35,94 +34,57 @@ class TrialContext:
     backend: str  # Keras backend: tensorflow, jax or torch
     cpus: int  # CPUs Ray reserved for each trial
     seed: int
-    env: Mapping[str, str] = field(default_factory=dict)  # extra variables for the worker
 
 
 class WorkloadSession(Protocol):
-    """What a workload offers a trial; see gridbench.workloads.keras_mlp for one."""
+    """What a workload offers a trial; see gridbench.workloads.keras_mlp for one.
+
+    Importing the workload's module imports its framework; `prepare` then limits the
+    framework to the trial's CPUs, once per worker process.
+    """
 
     train_samples: int
 
+    @staticmethod
+    def prepare(cpus: int) -> None: ...
     def build(self) -> None: ...
     def fit(self, clock: PhaseClock) -> dict[str, float]: ...
     def evaluate(self) -> dict[str, float]: ...
     def actual_device(self) -> str: ...
     def sync(self) -> None: ...
+    def facts(self) -> dict[str, str]: ...  # framework, backend and thread counts, as tags
 
 
 class DeviceMismatch(RuntimeError):
     """The framework placed the model somewhere other than the requested device."""
 
 
-def configure_process(context: TrialContext) -> dict[str, str]:
-    """Sets, before any framework import, what the framework reads at start-up.
+def configure_process(context: TrialContext) -> None:
+    """Sets, before any framework import, what frameworks read at start-up.
 
     Ray sets OMP_NUM_THREADS=1 in its workers, and does not hide GPUs from a trial
     that asked for none, so both are set explicitly from the trial's resources.
     """
     threads = str(context.cpus)
-    settings = {
-        "KERAS_BACKEND": context.backend,
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "OMP_NUM_THREADS": threads,
-        "MKL_NUM_THREADS": threads,
-        "OPENBLAS_NUM_THREADS": threads,
-        "TF_NUM_INTRAOP_THREADS": threads,
-        "TF_NUM_INTEROP_THREADS": threads,
-        **context.env,
-    }
+    os.environ.update(
+        {
+            "KERAS_BACKEND": context.backend,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+            "TF_NUM_INTRAOP_THREADS": threads,
+            "TF_NUM_INTEROP_THREADS": threads,
+        }
+    )
     if context.device == "cpu":
-        settings["CUDA_VISIBLE_DEVICES"] = ""
-        settings["JAX_PLATFORMS"] = "cpu"
-    keras = sys.modules.get("keras")
-    if keras is not None and keras.backend.backend() != context.backend:
-        raise RuntimeError(
-            f"this worker already runs Keras on {keras.backend.backend()}; cannot switch to {context.backend}"
-        )
-    os.environ.update(settings)
-    return settings
+        os.environ.update({"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
 
 
-def _import_framework(context: TrialContext) -> float:
-    """Imports Keras and its backend, limited to the trial's CPUs; returns the seconds it took.
-
-    A reused worker has it imported already, and pays (almost) nothing.
-    """
-    start = time.perf_counter()
-    import keras  # noqa: F401  (the backend is imported with it)
-
-    if context.backend == "tensorflow":
-        import tensorflow as tf
-
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(context.cpus)
-            tf.config.threading.set_inter_op_parallelism_threads(context.cpus)
-        except RuntimeError:
-            pass  # already initialised by an earlier trial in this worker; the facts below tell
-    elif context.backend == "torch":
-        import torch
-
-        torch.set_num_threads(context.cpus)
-    return time.perf_counter() - start
-
-
-def _thread_facts(backend: str) -> dict[str, str]:
+def _blas_threads() -> str:
     from threadpoolctl import threadpool_info
 
-    facts = {"threads.omp": os.environ.get("OMP_NUM_THREADS", "")}
-    blas = [str(pool["num_threads"]) for pool in threadpool_info() if pool.get("user_api") == "blas"]
-    facts["threads.blas"] = ",".join(blas) or "none"
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        # 0 would mean "TensorFlow's default"; see _import_framework.
-        facts["threads.tf_intra_op"] = str(tf.config.threading.get_intra_op_parallelism_threads())
-        facts["threads.tf_inter_op"] = str(tf.config.threading.get_inter_op_parallelism_threads())
-    elif backend == "torch":
-        import torch
-
-        facts["threads.torch"] = str(torch.get_num_threads())
-    return facts
+    return ",".join(str(pool["num_threads"]) for pool in threadpool_info() if pool.get("user_api") == "blas") or "none"
 
 
 def _matches(requested: str, actual: str) -> bool:
@@ -143,10 +105,12 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
     }
     try:
         configure_process(context)
-        import_s = _import_framework(context)
         from threadpoolctl import threadpool_limits
 
+        imported = time.perf_counter()
         session_class = get_workload(context.workload, "trial").load_train()
+        session_class.prepare(context.cpus)
+        import_s = time.perf_counter() - imported  # about 0 in a reused worker
         clock = PhaseClock()
         with threadpool_limits(limits=context.cpus):
             with clock.phase("setup"):
@@ -178,8 +142,8 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
             }
         )
         outcome["epoch_times"] = list(clock.epochs)
-        outcome["tags"].update(_thread_facts(context.backend))
-        outcome["tags"]["backend"] = sys.modules["keras"].backend.backend()
+        outcome["tags"].update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": _blas_threads()})
+        outcome["tags"].update(session.facts())
         outcome["status"] = "FINISHED"
     except Exception as err:
         outcome["status"] = "FAILED"

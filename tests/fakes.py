@@ -51,3 +51,52 @@ def crashes_one(config, context):
     if all(config.get(k) == v for k, v in FAIL_AT.items()):
         os._exit(1)
     return _outcome(config, context)
+
+
+class FakeSession:
+    """A workload that trains nothing: epochs are short sleeps, on a device it names."""
+
+    device = "cpu:0"
+    prepared_with: list[int] = []
+
+    @staticmethod
+    def prepare(cpus):
+        FakeSession.prepared_with.append(cpus)
+
+    def __init__(self, hyperparameters, data, seed):
+        self.hyperparameters = hyperparameters
+        self.train_samples = len(data.x_train)
+        self.syncs = 0
+
+    def build(self):
+        pass
+
+    def actual_device(self):
+        return self.device
+
+    def sync(self):
+        self.syncs += 1
+
+    def fit(self, clock):
+        for _ in range(self.hyperparameters["epochs"]):
+            clock.epoch_begin()
+            time.sleep(0.01)
+            clock.epoch_end()
+        return {"train_loss": 0.5}
+
+    def evaluate(self):
+        return {"test_accuracy": 0.75}
+
+    def facts(self):
+        return {"backend": "fake"}
+
+
+class OnTheGpuSession(FakeSession):
+    """Places its model on a GPU whatever was asked: a mislabelled timing waiting to happen."""
+
+    device = "gpu:0"
+
+
+class BrokenFitSession(FakeSession):
+    def fit(self, clock):
+        raise FloatingPointError("loss is nan at step 3")

@@ -183,6 +183,7 @@ def test_mnist_search_reads_the_real_file(tmp_path, mnist_dir):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     _, parents, children = runs_of(store, "mnist")
+    assert parents[0].data.tags["data.path"] == str((mnist_dir / "mnist.npz").resolve())
     assert len(children) == 1
     m = children[0].data.metrics
     assert m["test_accuracy"] > 0.85

@@ -62,8 +62,47 @@ class _EpochCallback(keras.callbacks.Callback):
         self.last_loss = float((logs or {}).get("loss", float("nan")))
 
 
+def prepare_keras(cpus: int) -> None:
+    """Checks the backend this worker imported and limits it to `cpus` threads."""
+    import os
+
+    wanted = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if keras.backend.backend() != wanted:
+        raise RuntimeError(f"this worker already runs Keras on {keras.backend.backend()}; cannot switch to {wanted}")
+    if wanted == "tensorflow":
+        import tensorflow as tf
+
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(cpus)
+            tf.config.threading.set_inter_op_parallelism_threads(cpus)
+        except RuntimeError:
+            pass  # initialised by an earlier trial in this worker, with the same CPUs; keras_facts() tells
+    elif wanted == "torch":
+        import torch
+
+        torch.set_num_threads(cpus)
+
+
+def keras_facts() -> dict[str, str]:
+    """The backend and the thread counts it actually runs with, as tags."""
+    backend = keras.backend.backend()
+    facts = {"backend": backend, "version.keras": keras.__version__}
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        facts["threads.tf_intra_op"] = str(tf.config.threading.get_intra_op_parallelism_threads())
+        facts["threads.tf_inter_op"] = str(tf.config.threading.get_inter_op_parallelism_threads())
+    elif backend == "torch":
+        import torch
+
+        facts["threads.torch"] = str(torch.get_num_threads())
+    return facts
+
+
 class KerasMLPSession:
     """One trial's model: build, fit (one clock reading per epoch), evaluate."""
+
+    prepare = staticmethod(prepare_keras)
 
     def __init__(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
         self.hyperparameters = dict(hyperparameters)
@@ -99,6 +138,9 @@ class KerasMLPSession:
 
     def evaluate(self) -> dict[str, float]:
         return {"test_accuracy": float(self.estimator.score(self.data.x_test, self.data.y_test))}
+
+    def facts(self) -> dict[str, str]:
+        return keras_facts()
 
 
 def normalise_device(tensor: Any) -> str:

@@ -1,0 +1,74 @@
+"""One trial, run in this process with fake workloads: phases, failures, device checks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gridbench import datasets
+from gridbench.trial import TrialContext, run_trial
+from gridbench.workloads import WORKLOADS, Workload
+
+
+@pytest.fixture(autouse=True)
+def kept_environ():
+    """run_trial configures its (worker) process; give this test process its environment back."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def context_for(session: str, monkeypatch, device: str = "cpu") -> TrialContext:
+    base = WORKLOADS["mlp"]
+    monkeypatch.setitem(
+        WORKLOADS, session, Workload(session, "fake", ("digits",), base.hyperparameters, f"fakes:{session}")
+    )
+    params = {hp.name: hp.default for hp in base.hyperparameters} | {"epochs": 4}
+    return TrialContext(session, params, datasets.DataSource("digits"), device, "tensorflow", cpus=1, seed=7)
+
+
+def test_a_trial_times_each_phase_and_keeps_warmup_apart(monkeypatch):
+    import fakes
+
+    fakes.FakeSession.prepared_with.clear()
+    outcome = run_trial({"hidden_units": 8, "repeat": 1}, context_for("FakeSession", monkeypatch))
+
+    assert outcome["status"] == "FINISHED", outcome.get("traceback")
+    m = outcome["metrics"]
+    assert len(outcome["epoch_times"]) == 4
+    assert m["warmup_epoch_s"] == outcome["epoch_times"][0]
+    assert m["steady_epochs"] == 3
+    assert m["samples_per_s"] == pytest.approx(1347 / m["steady_epoch_s"])  # 75% of 1797 digits
+    assert m["test_accuracy"] == 0.75 and m["train_loss"] == 0.5
+    assert m["trial_wall_s"] >= m["setup_s"] + m["fit_s"] + m["eval_s"]
+    assert m["fit_s"] >= sum(outcome["epoch_times"])
+    assert outcome["repeat"] == 1
+    assert outcome["tags"]["device.actual"] == "cpu:0" and outcome["tags"]["backend"] == "fake"
+    assert outcome["tags"]["threads.omp"] == "1"
+    assert fakes.FakeSession.prepared_with == [1]
+
+
+def test_a_cpu_trial_hides_gpus_and_sets_thread_counts_before_the_framework_loads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what Ray gives its workers
+    run_trial({"hidden_units": 8}, context_for("FakeSession", monkeypatch))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and os.environ["JAX_PLATFORMS"] == "cpu"
+    assert os.environ["KERAS_BACKEND"] == "tensorflow"
+    assert os.environ["OMP_NUM_THREADS"] == "1" and os.environ["TF_NUM_INTRAOP_THREADS"] == "1"
+
+
+def test_a_model_on_the_wrong_device_fails_instead_of_timing(monkeypatch):
+    outcome = run_trial({"hidden_units": 8}, context_for("OnTheGpuSession", monkeypatch))
+    assert outcome["status"] == "FAILED"
+    assert outcome["error"] == "DeviceMismatch: requested cpu but tensorflow placed the model on gpu:0"
+    assert "steady_epoch_s" not in outcome["metrics"]
+    assert outcome["tags"]["device.actual"] == "gpu:0"
+
+
+def test_an_exception_becomes_a_failed_outcome_with_its_traceback(monkeypatch):
+    outcome = run_trial({"hidden_units": 8}, context_for("BrokenFitSession", monkeypatch))
+    assert outcome["status"] == "FAILED"
+    assert outcome["error"] == "FloatingPointError: loss is nan at step 3"
+    assert "Traceback" in outcome["traceback"] and "fakes.py" in outcome["traceback"]
+    assert outcome["metrics"]["trial_wall_s"] > 0 and outcome["ended_at"] >= outcome["started_at"]
