@@ -11,6 +11,7 @@ import shlex
 import sys
 
 from gridbench.errors import UserError
+from gridbench.workloads import BACKENDS, default_backend
 
 EXIT_USER_ERROR = 2
 
@@ -32,9 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where trials train (default: cpu)")
     search.add_argument(
         "--backend",
-        choices=("tensorflow", "jax", "torch"),
-        default="tensorflow",
-        help="Keras backend (default: tensorflow)",
+        choices=tuple(BACKENDS),
+        default=default_backend(),
+        help="Keras backend (default: $KERAS_BACKEND, else tensorflow)",
     )
     search.add_argument(
         "--cpus-per-trial", type=int, metavar="N", help="CPU cores reserved per trial (default: all usable cores)"

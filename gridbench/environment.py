@@ -24,6 +24,7 @@ LIBRARIES = (
     "numpy",
     "ray",
     "mlflow",
+    "mlflow-skinny",
     "cupy-cuda12x",
     "cupy-cuda13x",
 )

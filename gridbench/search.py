@@ -25,8 +25,8 @@ from gridbench.records import SearchSummary, TrialRecord
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import SearchRecorder, check_tracking_uri, resolve_tracking_uri
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
+from gridbench.workloads import BACKENDS, default_backend
 
-BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module to import
 DEVICES = ("cpu", "gpu")
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], dict]
@@ -44,7 +44,7 @@ class SearchObserver(Protocol):
 @dataclass(frozen=True)
 class SearchOptions:
     device: str = "cpu"
-    backend: str = "tensorflow"
+    backend: str = field(default_factory=default_backend)
     cpus_per_trial: int | None = None  # default: every usable core, one trial at a time
     max_concurrent: int | None = None
     tracking_uri: str | None = None
@@ -80,7 +80,7 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     if options.device not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
     if options.backend not in BACKENDS:
-        raise UserError(f"--backend must be one of {', '.join(BACKENDS)}, got {options.backend!r}")
+        raise UserError(f"--backend (or KERAS_BACKEND) must be one of {', '.join(BACKENDS)}, got {options.backend!r}")
     if importlib.util.find_spec(BACKENDS[options.backend]) is None:
         extra = "" if options.backend == "tensorflow" else f" (pip install 'gridbench[{options.backend}]')"
         raise UserError(f"backend {options.backend} is not installed{extra}; or choose another --backend")

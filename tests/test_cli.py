@@ -112,3 +112,12 @@ def test_gpu_request_without_a_gpu_fails_at_once(tmp_path):
 def test_cpus_per_trial_limit_is_this_machines_cores():
     result = gridbench("search", "digits", "--cpus-per-trial", str(usable_cores() + 1))
     assert f"use at most {usable_cores()}" in result.stderr
+
+
+def test_keras_backend_variable_sets_the_default_backend(tmp_path):
+    result = gridbench(
+        "search", "digits", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", env={"KERAS_BACKEND": "numpy"}
+    )
+    assert result.returncode == 2
+    assert "--backend (or KERAS_BACKEND) must be one of tensorflow, jax, torch, got 'numpy'" in result.stderr
+    assert not (tmp_path / "mlflow.db").exists()
