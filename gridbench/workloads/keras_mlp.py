@@ -6,10 +6,10 @@ phases (build, fit, evaluate) so that each can be timed on its own.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 import keras
-import numpy as np
 from keras import ops
 from scikeras.wrappers import KerasClassifier
 
@@ -64,8 +64,6 @@ class _EpochCallback(keras.callbacks.Callback):
 
 def prepare_keras(cpus: int) -> None:
     """Checks the backend this worker imported and limits it to `cpus` threads."""
-    import os
-
     wanted = os.environ.get("KERAS_BACKEND", "tensorflow")
     if keras.backend.backend() != wanted:
         raise RuntimeError(f"this worker already runs Keras on {keras.backend.backend()}; cannot switch to {wanted}")
@@ -129,7 +127,7 @@ class KerasMLPSession:
         # Reading a weight back waits for every queued step that updates it, on any
         # backend (TensorFlow and PyTorch streams, JAX's asynchronous dispatch).
         if self.estimator is not None and self.model.weights:
-            np.asarray(ops.convert_to_numpy(self.model.weights[-1].value)).ravel()[:1].tolist()
+            ops.convert_to_numpy(self.model.weights[-1].value)
 
     def fit(self, clock: PhaseClock) -> dict[str, float]:
         self._epochs.clock = clock
@@ -144,7 +142,7 @@ class KerasMLPSession:
 
 
 def normalise_device(tensor: Any) -> str:
-    """ "cpu:0" / "gpu:1" from a TensorFlow, JAX or PyTorch tensor."""
+    """Names a TensorFlow, JAX or PyTorch tensor's device as "cpu:0" or "gpu:1"."""
     if hasattr(tensor, "devices"):  # JAX
         device = next(iter(tensor.devices()))
         kind = {"cuda": "gpu", "rocm": "gpu"}.get(device.platform, device.platform)
