@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 
@@ -64,7 +64,6 @@ class SearchSummary:
     time_to_first_trial_s: float  # command start (process creation) to the first trial's start
     trial_wall_sum_s: float
     best_metric: float | None
-    extra: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def ideal_makespan_s(self) -> float:
@@ -88,7 +87,6 @@ class SearchSummary:
             "trial_wall_sum_s": self.trial_wall_sum_s,
             "overhead_ratio": self.overhead_ratio,
             "overhead_s": self.makespan_s - self.ideal_makespan_s,
-            **self.extra,
         }
         if self.best_metric is not None:
             values["best_metric"] = self.best_metric

@@ -27,7 +27,6 @@ class SearchProgress:
     """A progress bar (trials done/total, elapsed, ETA) and one line per finished trial."""
 
     def __init__(self, console: Console, metric: str):
-        self.console = console
         self.metric = metric
         self.progress = Progress(
             TextColumn("[bold]trials"),

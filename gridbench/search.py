@@ -72,7 +72,6 @@ class SearchResult:
     experiment_name: str
     trials: tuple[TrialRecord, ...]
     summary: SearchSummary
-    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
@@ -254,7 +253,7 @@ def run_search(
         status = "FINISHED"
         if len(trials) < plan.trials_total:
             status, error = "KILLED", f"the search stopped after {len(trials)} of {plan.trials_total} trials"
-        return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary, env)
+        return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary)
     except KeyboardInterrupt:
         status, error = "KILLED", "interrupted"
         raise

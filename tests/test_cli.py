@@ -111,6 +111,7 @@ def test_gpu_request_without_a_gpu_fails_at_once(tmp_path):
 
 def test_cpus_per_trial_limit_is_this_machines_cores():
     result = gridbench("search", "digits", "--cpus-per-trial", str(usable_cores() + 1))
+    assert result.returncode == 2
     assert f"use at most {usable_cores()}" in result.stderr
 
 

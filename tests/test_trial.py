@@ -22,9 +22,7 @@ def kept_environ():
 
 def context_for(session: str, monkeypatch, device: str = "cpu") -> TrialContext:
     base = WORKLOADS["mlp"]
-    monkeypatch.setitem(
-        WORKLOADS, session, Workload(session, "fake", ("digits",), base.hyperparameters, f"fakes:{session}")
-    )
+    monkeypatch.setitem(WORKLOADS, session, Workload(session, ("digits",), base.hyperparameters, f"fakes:{session}"))
     params = {hp.name: hp.default for hp in base.hyperparameters} | {"epochs": 4}
     return TrialContext(session, params, datasets.DataSource("digits"), device, "tensorflow", cpus=1, seed=7)
 

@@ -63,7 +63,6 @@ def _kind_name(kind: type) -> str:
 @dataclass(frozen=True)
 class Workload:
     name: str
-    description: str
     datasets: tuple[str, ...]
     hyperparameters: tuple[Hyperparameter, ...]
     train: str  # "module:function", imported inside a trial only
@@ -86,9 +85,9 @@ def _positive(value: Any) -> bool:
     return value > 0
 
 
+# Keras multilayer perceptron: Dense+ReLU layers with dropout, softmax output.
 MLP = Workload(
     name="mlp",
-    description="Keras multilayer perceptron: Dense+ReLU layers with dropout, softmax output",
     datasets=("digits", "mnist"),
     hyperparameters=(
         # Two epochs at least: the first is warm-up (tracing, compilation), the rest are timed.
