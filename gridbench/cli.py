@@ -38,8 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="Keras backend (default: $KERAS_BACKEND, else tensorflow)",
     )
     search.add_argument(
-        "--cpus-per-trial", type=int, metavar="N", help="CPU cores reserved per trial (default: all usable cores)"
+        "--cpus-per-trial",
+        type=int,
+        metavar="N",
+        help="CPU cores reserved per trial (default: the usable cores shared by the trials that run at once)",
     )
+    search.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        metavar="F",
+        help="GPUs per trial with --device gpu (default 1; a fraction packs trials: 0.25 runs 4 per GPU)",
+    )
+    search.add_argument("--gpus", type=int, metavar="N", help="use at most N of this machine's GPUs (default: all)")
     search.add_argument("--max-concurrent", type=int, metavar="N", help="at most N trials at once")
     search.add_argument(
         "--repeats", type=int, metavar="N", help="train each configuration N times (overrides the spec)"
@@ -84,6 +94,8 @@ def _search(args: argparse.Namespace) -> int:
         device=args.device,
         backend=args.backend,
         cpus_per_trial=args.cpus_per_trial,
+        gpus_per_trial=args.gpus_per_trial,
+        gpus=args.gpus,
         max_concurrent=args.max_concurrent,
         tracking_uri=args.tracking_uri,
         data_dir=args.data_dir,
@@ -93,9 +105,11 @@ def _search(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # logs: keep the results table on one line per trial
+    gpus = f", {plan.gpus_per_trial:g} GPU(s) per trial on {plan.gpus} GPU(s)" if plan.gpus else ""
     console.print(
         f"{spec.name}: {spec.grid_size} configurations x {spec.repeats} repeat(s) = {plan.trials_total} trials "
-        f"on {options.device} ({options.backend}), {plan.cpus_per_trial} CPU(s) per trial; store {plan.tracking_uri}"
+        f"on {options.device} ({options.backend}), {plan.cpus_per_trial} CPU(s) per trial{gpus}, "
+        f"up to {plan.concurrency} at once; store {plan.tracking_uri}"
     )
     result = run_search(plan, observer=SearchProgress(console, spec.metric))
     print_search(console, result)

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
-from gridbench import datasets, environment
+from gridbench import datasets, environment, placement
 from gridbench.errors import UserError
 from gridbench.records import SearchSummary, TrialRecord
 from gridbench.spec import ExperimentSpec
@@ -45,7 +45,9 @@ class SearchObserver(Protocol):
 class SearchOptions:
     device: str = "cpu"
     backend: str = field(default_factory=default_backend)
-    cpus_per_trial: int | None = None  # default: every usable core, one trial at a time
+    cpus_per_trial: int | None = None  # default: the cores shared evenly among concurrent trials
+    gpus_per_trial: float | None = None  # --device gpu only; default 1 (a fraction packs trials)
+    gpus: int | None = None  # --device gpu only; default every visible GPU
     max_concurrent: int | None = None
     tracking_uri: str | None = None
     data_dir: str | None = None
@@ -56,13 +58,24 @@ class SearchOptions:
 class SearchPlan:
     """Everything a search needs, checked; building it writes nothing."""
 
-    spec: ExperimentSpec
+    spec: ExperimentSpec  # as it runs on the chosen backend ("auto" choices resolved)
     options: SearchOptions
     tracking_uri: str
     data: datasets.DataSource
     cpus_per_trial: int
-    gpus_per_trial: int
+    gpus_per_trial: float  # 0 on CPU
+    gpus: int  # GPUs Ray may hand out; 0 on CPU
     trials_total: int
+
+    @property
+    def concurrency(self) -> int:
+        """Trials this machine's resources allow at once (the Ray cluster's, for a local one)."""
+        allowed = min(environment.usable_cores() // self.cpus_per_trial, self.trials_total)
+        if self.gpus:
+            allowed = min(allowed, placement.gpu_slots(self.gpus, self.gpus_per_trial))
+        if self.options.max_concurrent:
+            allowed = min(allowed, self.options.max_concurrent)
+        return max(1, allowed)
 
 
 @dataclass(frozen=True)
@@ -83,22 +96,31 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     if importlib.util.find_spec(BACKENDS[options.backend]) is None:
         extra = "" if options.backend == "tensorflow" else f" (pip install 'gridbench[{options.backend}]')"
         raise UserError(f"backend {options.backend} is not installed{extra}; or choose another --backend")
+    spec = spec.for_backend(options.backend)
+    if options.max_concurrent is not None and options.max_concurrent <= 0:
+        raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
+    trials_total = spec.grid_size * spec.repeats
+    gpus, gpus_per_trial = 0, 0.0
+    if options.device == "gpu":
+        gpus_per_trial = placement.check_gpus_per_trial(
+            1.0 if options.gpus_per_trial is None else options.gpus_per_trial
+        )
+        # Ray would queue a GPU trial forever on a machine without one.
+        gpus = placement.choose_gpus(options.gpus, environment.visible_gpu_count(), gpus_per_trial)
+    elif options.gpus_per_trial is not None or options.gpus is not None:
+        raise UserError("--gpus and --gpus-per-trial apply to --device gpu only")
     cores = environment.usable_cores()
-    cpus = options.cpus_per_trial if options.cpus_per_trial is not None else cores
+    cpus = options.cpus_per_trial
+    if cpus is None:
+        # One trial at a time gets every core; trials packed on GPUs share them evenly.
+        slots = placement.gpu_slots(gpus, gpus_per_trial) if gpus else 1
+        cpus = max(1, cores // min(slots, trials_total, options.max_concurrent or slots))
     if cpus <= 0:
         raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
     if cpus > cores:
         raise UserError(
             f"--cpus-per-trial {cpus} is more than this machine's {cores} usable cores; use at most {cores}"
         )
-    if options.max_concurrent is not None and options.max_concurrent <= 0:
-        raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
-    gpus = 0
-    if options.device == "gpu":
-        # Ray would queue a GPU trial forever on a machine without one.
-        if environment.visible_gpu_count() == 0:
-            raise UserError("--device gpu: no GPU is visible on this machine (NVML found none); use --device cpu")
-        gpus = 1
     data = datasets.locate(spec.dataset, options.data_dir)
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
@@ -108,8 +130,9 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         tracking_uri=tracking_uri,
         data=data,
         cpus_per_trial=cpus,
-        gpus_per_trial=gpus,
-        trials_total=spec.grid_size * spec.repeats,
+        gpus_per_trial=gpus_per_trial,
+        gpus=gpus,
+        trials_total=trials_total,
     )
 
 
@@ -152,6 +175,7 @@ def run_search(
         ray_start = time.perf_counter()
         ray.init(
             num_cpus=environment.usable_cores(),
+            num_gpus=plan.gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
             include_dashboard=False,
             log_to_driver=False,
             logging_level="ERROR",
@@ -160,16 +184,15 @@ def run_search(
         ray_start_s = time.perf_counter() - ray_start
         try:
             recorder = opening.result()
+            # Before anything is written: Ray would queue a trial no node can hold forever.
+            placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
         except BaseException:
             ray.shutdown()
             raise
     storage = tempfile.mkdtemp(prefix="gridbench-ray-")
     status, error, summary = "FAILED", None, None
     try:
-        cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
-        concurrency = max(
-            1, min(cluster_cpus // plan.cpus_per_trial, options.max_concurrent or plan.trials_total, plan.trials_total)
-        )
+        concurrency = plan.concurrency
         context = TrialContext(
             workload=spec.model,
             params=dict(spec.params),
@@ -178,6 +201,7 @@ def run_search(
             backend=options.backend,
             cpus=plan.cpus_per_trial,
             seed=spec.seed,
+            gpus_per_trial=plan.gpus_per_trial,
         )
         parent_tags = {
             **env,
@@ -192,7 +216,9 @@ def run_search(
             "metric": spec.metric,
             "command": options.command_line or shlex.join(sys.argv),
             "cpus_per_trial": str(plan.cpus_per_trial),
-            "gpus_per_trial": str(plan.gpus_per_trial),
+            "gpus_per_trial": f"{plan.gpus_per_trial:g}",
+            "gpus_used": str(plan.gpus),
+            "trials_per_gpu": str(placement.trials_per_gpu(plan.gpus_per_trial)) if plan.gpus else "0",
             "gridbench.kind": "search",
         }
         recorder.start(

@@ -9,6 +9,7 @@ concurrent trials cannot race in the store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -16,7 +17,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
-from gridbench import datasets
+from gridbench import datasets, gpu_monitor, placement
 from gridbench.timing import PhaseClock, epoch_summary
 from gridbench.workloads import get_workload
 
@@ -34,19 +35,27 @@ class TrialContext:
     backend: str  # Keras backend: tensorflow, jax or torch
     cpus: int  # CPUs Ray reserved for each trial
     seed: int
+    gpus_per_trial: float = 0.0  # the GPU share Ray reserved for each trial; 0 on CPU
+
+
+class WorkloadEntry(Protocol):
+    """What a workload's `train` names (a module, or a class of static methods).
+
+    Importing it imports its framework; `prepare` then fits the framework to the
+    trial's resources (threads, GPU memory), once per worker process.
+    """
+
+    def prepare(self, context: TrialContext) -> None: ...
+    def open_session(
+        self, hyperparameters: Mapping[str, Any], data: datasets.Dataset, seed: int
+    ) -> WorkloadSession: ...
 
 
 class WorkloadSession(Protocol):
-    """What a workload offers a trial; see gridbench.workloads.keras_mlp for one.
+    """One trial's model; see gridbench.workloads.keras_mlp for one."""
 
-    Importing the workload's module imports its framework; `prepare` then limits the
-    framework to the trial's CPUs, once per worker process.
-    """
+    train_samples: int  # samples one epoch trains on
 
-    train_samples: int
-
-    @staticmethod
-    def prepare(cpus: int) -> None: ...
     def build(self) -> None: ...
     def fit(self, clock: PhaseClock) -> dict[str, float]: ...
     def evaluate(self) -> dict[str, float]: ...
@@ -63,7 +72,9 @@ def configure_process(context: TrialContext) -> None:
     """Sets, before any framework import, what frameworks read at start-up.
 
     Ray sets OMP_NUM_THREADS=1 in its workers, and does not hide GPUs from a trial
-    that asked for none, so both are set explicitly from the trial's resources.
+    that asked for none, so both are set explicitly from the trial's resources. A
+    GPU trial sees only the GPUs Ray assigned it (Ray sets CUDA_VISIBLE_DEVICES),
+    numbered as NVML numbers them, and takes only its share of their memory.
     """
     threads = str(context.cpus)
     os.environ.update(
@@ -79,6 +90,11 @@ def configure_process(context: TrialContext) -> None:
     )
     if context.device == "cpu":
         os.environ.update({"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
+        return
+    if not gpu_monitor.assigned_gpu_indices():
+        raise DeviceMismatch("requested gpu but no GPU was assigned to this trial (CUDA_VISIBLE_DEVICES is empty)")
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    os.environ.update(placement.memory_environment(context.backend, context.gpus_per_trial))
 
 
 def _blas_threads() -> str:
@@ -107,23 +123,29 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
         configure_process(context)
         from threadpoolctl import threadpool_limits
 
+        gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
+        if gpus:
+            outcome["tags"].update({"gpu.assigned": ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
         imported = time.perf_counter()
-        session_class = get_workload(context.workload, "trial").load_train()
-        session_class.prepare(context.cpus)
+        entry: WorkloadEntry = get_workload(context.workload, "trial").load_train()
+        entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         clock = PhaseClock()
         with threadpool_limits(limits=context.cpus):
             with clock.phase("setup"):
                 data = datasets.load(context.data, seed=context.seed)
-                session: WorkloadSession = session_class(hyperparameters, data, seed=context.seed + repeat)
+                session = entry.open_session(hyperparameters, data, seed=context.seed + repeat)
                 session.build()
             actual = session.actual_device()
             outcome["tags"]["device.actual"] = actual
             if not _matches(context.device, actual):
                 raise DeviceMismatch(f"requested {context.device} but {context.backend} placed the model on {actual}")
             clock.sync = session.sync
-            with clock.phase("fit"):
+            sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+            with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
                 fit_metrics = session.fit(clock)
+            if gpus:
+                outcome["metrics"].update(sampler.metrics())
             with clock.phase("eval"):
                 eval_metrics = session.evaluate()
         epochs = epoch_summary(clock.epochs)

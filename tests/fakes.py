@@ -60,8 +60,12 @@ class FakeSession:
     prepared_with: list[int] = []
 
     @staticmethod
-    def prepare(cpus):
-        FakeSession.prepared_with.append(cpus)
+    def prepare(context):
+        FakeSession.prepared_with.append(context.cpus)
+
+    @classmethod
+    def open_session(cls, hyperparameters, data, seed):
+        return cls(hyperparameters, data, seed)
 
     def __init__(self, hyperparameters, data, seed):
         self.hyperparameters = hyperparameters

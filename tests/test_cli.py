@@ -67,6 +67,14 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["search", "digits", "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
         (["search", "digits", "--max-concurrent", "0"], "--max-concurrent must be > 0"),
         (["search", "digits", "--device", "tpu"], "invalid choice: 'tpu'"),
+        (["search", "digits", "--device", "gpu", "--gpus-per-trial", "1.5"], "above 1 a trial takes whole GPUs"),
+        (["search", "digits", "--device", "gpu", "--gpus-per-trial", "0"], "--gpus-per-trial must be > 0, got 0"),
+        (["search", "digits", "--gpus", "2"], "--gpus and --gpus-per-trial apply to --device gpu only"),
+        (
+            ["search", "digits", "--backend", "torch", "--set", "train_loop=compiled"],
+            "train_loop=compiled needs --backend jax",
+        ),
+        (["search", "digits", "--set", "train_loop=scan"], "train_loop must be one of auto, fit, compiled"),
         (
             ["search", "digits", "--tracking-uri", "sqlite:////no/such/dir/mlflow.db"],
             "directory /no/such/dir does not exist",

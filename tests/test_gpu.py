@@ -1,0 +1,75 @@
+"""On a real GPU: packed trials, pinned devices both ways, NVML facts in MLflow.
+
+Run on a lent GPU machine (see README, "GPU runs"); skipped where no GPU is visible.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+from test_search import runs_of
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+
+def search(store, *args):
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return runs_of(store, "digits")
+
+
+def needs(backend):
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(f"{backend} is not installed")
+
+
+def test_four_jax_trials_share_one_gpu_within_their_memory_shares(store):
+    """With JAX's default policy (75% of the GPU per process) the second trial would run out of memory."""
+    needs("jax")
+    _, (parent,), children = search(
+        store, "--device", "gpu", "--backend", "jax", "--gpus", "1", "--gpus-per-trial", "0.25"
+    )
+    assert parent.data.tags["gpus_per_trial"] == "0.25" and parent.data.tags["trials_per_gpu"] == "4"
+    assert parent.data.metrics["concurrency"] == 4 and parent.data.metrics["trials_finished"] == 4
+    assert parent.data.tags["gpu.0.name"] and parent.data.tags["gpu.0.driver"] and parent.data.tags["gpu.0.cuda_driver"]
+    assert len(children) == 4
+    for child in children:
+        tags, metrics = child.data.tags, child.data.metrics
+        assert child.info.status == "FINISHED"
+        assert tags["device.actual"] == "gpu:0" and tags["gpu.assigned"] == "0"
+        assert tags["gpu.name"] == parent.data.tags["gpu.0.name"] and tags["gpu.uuid"].startswith("GPU-")
+        assert tags["train_loop"] == "compiled" and tags["jax.platform"] == "gpu"
+        assert metrics["gpu_samples"] >= 1 and 0 <= metrics["gpu_util_pct_peak"] <= 100
+        assert 0 < metrics["gpu_mem_used_gib_peak"] <= float(tags["gpu.memory_gib"])
+    # Packed means concurrent: every trial overlaps another in time.
+    spans = sorted((c.info.start_time, c.info.end_time) for c in children)
+    assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
+
+
+def test_torch_trials_pack_on_one_gpu_with_keras_fit(store):
+    needs("torch")
+    _, (parent,), children = search(store, "--device", "gpu", "--backend", "torch", "--gpus-per-trial", "0.5")
+    assert parent.data.metrics["trials_finished"] == 4 and parent.data.metrics["concurrency"] == 2
+    for child in children:
+        assert child.data.tags["device.actual"] == "gpu:0" and child.data.tags["train_loop"] == "fit"
+        assert child.data.tags["version.torch_cuda"] not in ("", "None")
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_cpu_trials_stay_off_the_gpu_they_can_see(store, backend):
+    """Ray does not hide the GPU from a trial that asked for none; gridbench must."""
+    needs(backend)
+    _, (parent,), children = search(store, "--device", "cpu", "--backend", backend, "--cpus-per-trial", "4")
+    assert parent.data.tags["gpu.count"] != "0"  # the GPU was there to be (wrongly) used
+    assert len(children) == 4
+    for child in children:
+        assert child.info.status == "FINISHED" and child.data.tags["device.actual"] == "cpu:0"
+        assert "gpu_samples" not in child.data.metrics
