@@ -94,6 +94,11 @@ class ExperimentSpec:
             params.pop(key, None)
         return replace(self, params=MappingProxyType(params), grid=MappingProxyType(grid))
 
+    def for_backend(self, backend: str) -> ExperimentSpec:
+        """The spec as it runs on `backend` ("auto" choices resolved), so records name what ran."""
+        params, grid = self.workload.for_backend(dict(self.params), dict(self.grid), backend, f"--backend {backend}")
+        return replace(self, params=MappingProxyType(params), grid=MappingProxyType(grid))
+
     def with_repeats(self, repeats: int) -> ExperimentSpec:
         return replace(self, repeats=_repeats(repeats, "--repeats"))
 

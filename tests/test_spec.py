@@ -178,3 +178,28 @@ def test_repeats_must_be_positive():
 def test_malformed_assignment():
     with pytest.raises(UserError, match="expected KEY=VALUE"):
         parse_assignments(["learning_rate"], "--set")
+
+
+@pytest.mark.parametrize("backend, loop", [("jax", "compiled"), ("tensorflow", "fit"), ("torch", "fit")])
+def test_the_auto_train_loop_is_resolved_for_the_backend(backend, loop):
+    spec = load_spec("digits")
+    assert spec.params["train_loop"] == "auto"
+    resolved = spec.for_backend(backend)
+    assert resolved.params["train_loop"] == loop
+    assert resolved.spec_hash != spec.spec_hash  # records say which loop ran
+
+
+def test_both_loops_can_be_a_grid_axis_on_jax():
+    spec = load_spec("digits").with_overrides(grids={"train_loop": ["fit", "compiled"]}).for_backend("jax")
+    assert spec.grid["train_loop"] == ("fit", "compiled") and spec.grid_size == 8
+
+
+def test_the_compiled_loop_needs_jax():
+    with pytest.raises(UserError, match="train_loop=compiled needs --backend jax .*; on torch use train_loop=fit"):
+        load_spec("digits").with_overrides({"train_loop": "compiled"}).for_backend("torch")
+
+
+def test_auto_beside_the_loop_it_resolves_to_is_refused():
+    spec = load_spec("digits").with_overrides(grids={"train_loop": ["auto", "compiled"]})
+    with pytest.raises(UserError, match="names the same loop twice on jax"):
+        spec.for_backend("jax")

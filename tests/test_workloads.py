@@ -52,3 +52,36 @@ def test_the_estimator_runs_under_gridsearchcv():
     search.fit(data.x_train, data.y_train)
     assert search.best_params_["model__hidden_units"] in (8, 16)
     assert 0.3 < search.score(data.x_test, data.y_test) <= 1.0
+
+
+@pytest.mark.slow
+def test_the_compiled_loop_trains_the_same_keras_model_as_fit():
+    """Same model, optimizer and data; only the loop differs, so accuracy must land alike."""
+    pytest.importorskip("jax")
+    import subprocess
+    import sys
+
+    script = """
+from gridbench import datasets
+from gridbench.timing import PhaseClock
+from gridbench.workloads import keras_mlp
+data = datasets.load(datasets.DataSource("digits"), seed=0)
+hp = dict(epochs=4, batch_size=32, hidden_units=64, hidden_layers=1, dropout=0.2, learning_rate=0.01, optimizer="adam")
+for loop in ("fit", "compiled"):
+    session = keras_mlp.open_session({**hp, "train_loop": loop}, data, seed=0)
+    session.build()
+    clock = PhaseClock(sync=session.sync)
+    loss = session.fit(clock)["train_loss"]
+    facts = session.facts()
+    print(loop, session.actual_device(), facts["train_loop"], session.train_samples, len(clock.epochs),
+          round(loss, 3), round(session.evaluate()["test_accuracy"], 3))
+"""
+    env = {**__import__("os").environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()}
+    fit, compiled = rows["fit"], rows["compiled"]
+    assert fit[1:4] == ["cpu:0", "fit", "1347"] and compiled[1:4] == ["cpu:0", "compiled", "1344"]  # 42 full batches
+    assert fit[4] == compiled[4] == "4"
+    assert float(compiled[5]) < 0.5 and float(fit[5]) < 0.5
+    assert float(compiled[6]) > 0.9 and abs(float(compiled[6]) - float(fit[6])) < 0.05

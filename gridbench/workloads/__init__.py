@@ -65,7 +65,7 @@ class Workload:
     name: str
     datasets: tuple[str, ...]
     hyperparameters: tuple[Hyperparameter, ...]
-    train: str  # "module:function", imported inside a trial only
+    train: str  # "module" or "module:attribute" (see trial.WorkloadEntry), imported inside a trial only
 
     def hyperparameter(self, name: str, where: str) -> Hyperparameter:
         for hp in self.hyperparameters:
@@ -74,11 +74,46 @@ class Workload:
         known = ", ".join(hp.name for hp in self.hyperparameters)
         raise UserError(f"{where}: unknown hyperparameter {name!r} for model {self.name!r}; known: {known}")
 
-    def load_train(self) -> Callable:
+    def load_train(self) -> Any:
         import importlib
 
-        module, function = self.train.split(":")
-        return getattr(importlib.import_module(module), function)
+        module, _, attribute = self.train.partition(":")
+        loaded = importlib.import_module(module)
+        return getattr(loaded, attribute) if attribute else loaded
+
+    def for_backend(self, params: dict[str, Value], grid: dict[str, tuple[Value, ...]], backend: str, where: str):
+        """Resolves `train_loop = "auto"` for `backend` and refuses loops the backend lacks."""
+        if not any(hp.name == TRAIN_LOOP for hp in self.hyperparameters):
+            return params, grid
+        params, grid = dict(params), dict(grid)
+        if TRAIN_LOOP in params:
+            params[TRAIN_LOOP] = resolve_train_loop(str(params[TRAIN_LOOP]), backend, where)
+        if TRAIN_LOOP in grid:
+            loops = tuple(resolve_train_loop(str(v), backend, where) for v in grid[TRAIN_LOOP])
+            if len(set(loops)) != len(loops):
+                raise UserError(f"{where}: grid axis {TRAIN_LOOP!r} names the same loop twice on {backend}: {loops}")
+            grid[TRAIN_LOOP] = loops
+        return params, grid
+
+
+TRAIN_LOOP = "train_loop"
+# "fit": Keras Model.fit through SciKeras, batches fed from host memory. "compiled":
+# the data on the device and each epoch one jit-compiled lax.scan over Keras'
+# stateless API (JAX only), which shows what the hardware can do.
+TRAIN_LOOPS = ("auto", "fit", "compiled")
+COMPILED_BACKENDS = ("jax",)
+
+
+def resolve_train_loop(loop: str, backend: str, where: str) -> str:
+    """ "auto" is the compiled loop where the backend has one, else Keras fit."""
+    if loop == "auto":
+        return "compiled" if backend in COMPILED_BACKENDS else "fit"
+    if loop == "compiled" and backend not in COMPILED_BACKENDS:
+        raise UserError(
+            f"{where}: train_loop=compiled needs --backend {' or '.join(COMPILED_BACKENDS)} "
+            f"(Keras' stateless API under jax.jit); on {backend} use train_loop=fit"
+        )
+    return loop
 
 
 def _positive(value: Any) -> bool:
@@ -98,8 +133,9 @@ MLP = Workload(
         Hyperparameter("dropout", float, 0.2, "in [0, 1)", lambda v: 0 <= v < 1),
         Hyperparameter("learning_rate", float, 0.001, "> 0", _positive),
         Hyperparameter("optimizer", str, "rmsprop", choices=("adam", "rmsprop", "sgd")),
+        Hyperparameter(TRAIN_LOOP, str, "auto", choices=TRAIN_LOOPS),
     ),
-    train="gridbench.workloads.keras_mlp:KerasMLPSession",
+    train="gridbench.workloads.keras_mlp",
 )
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (MLP,)}

@@ -1,7 +1,10 @@
 """The Keras MLP workload, as a scikit-learn estimator (SciKeras' KerasClassifier).
 
 The estimator is what a user would pass to GridSearchCV; gridbench drives it in
-phases (build, fit, evaluate) so that each can be timed on its own.
+phases (build, fit, evaluate) so that each can be timed on its own. With
+train_loop=compiled the same model trains through gridbench.workloads.keras_compiled.
+
+This module is the workload's entry (trial.WorkloadEntry): prepare, open_session.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import keras
 from keras import ops
 from scikeras.wrappers import KerasClassifier
 
+from gridbench import placement
 from gridbench.datasets import Dataset
 from gridbench.timing import PhaseClock
 
@@ -62,6 +66,25 @@ class _EpochCallback(keras.callbacks.Callback):
         self.last_loss = float((logs or {}).get("loss", float("nan")))
 
 
+def prepare(context) -> None:
+    """Checks the backend this worker imported, limits it to the trial's CPUs and GPU memory share."""
+    prepare_keras(context.cpus)
+    if context.device == "gpu" and context.backend == "torch":
+        import torch
+
+        # PyTorch allocates on demand; cap it so that one packed trial cannot starve the others.
+        torch.cuda.set_per_process_memory_fraction(placement.memory_fraction(context.gpus_per_trial), 0)
+
+
+def open_session(hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
+    """A session for the trial's train_loop: Keras fit, or the compiled loop."""
+    if hyperparameters.get("train_loop") == "compiled":
+        from gridbench.workloads.keras_compiled import CompiledMLPSession
+
+        return CompiledMLPSession(hyperparameters, data, seed)
+    return KerasMLPSession(hyperparameters, data, seed)
+
+
 def prepare_keras(cpus: int) -> None:
     """Checks the backend this worker imported and limits it to `cpus` threads."""
     wanted = os.environ.get("KERAS_BACKEND", "tensorflow")
@@ -94,13 +117,16 @@ def keras_facts() -> dict[str, str]:
         import torch
 
         facts["threads.torch"] = str(torch.get_num_threads())
+        facts["version.torch_cuda"] = str(torch.version.cuda)
+    elif backend == "jax":
+        import jax
+
+        facts["jax.platform"] = jax.default_backend()
     return facts
 
 
 class KerasMLPSession:
     """One trial's model: build, fit (one clock reading per epoch), evaluate."""
-
-    prepare = staticmethod(prepare_keras)
 
     def __init__(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
         self.hyperparameters = dict(hyperparameters)
@@ -138,7 +164,7 @@ class KerasMLPSession:
         return {"test_accuracy": float(self.estimator.score(self.data.x_test, self.data.y_test))}
 
     def facts(self) -> dict[str, str]:
-        return keras_facts()
+        return {**keras_facts(), "train_loop": "fit"}
 
 
 def normalise_device(tensor: Any) -> str:
