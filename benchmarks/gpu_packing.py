@@ -3,7 +3,7 @@
     python benchmarks/gpu_packing.py --out DIR --data-dir DIR \\
         --run gpu:jax:compiled:1 --run gpu:jax:compiled:0.25 --run cpu:jax:compiled ...
 
-Each --run is DEVICE:BACKEND:LOOP[:GPUS_PER_TRIAL] and is one whole gridbench search
+Each --run is DEVICE:BACKEND:LOOP[:GPUS_PER_TRIAL[:nocache]] and is one whole gridbench search
 (the same code path as `python -m gridbench search mnist`), recorded in DIR/mlflow.db.
 CPU runs give each trial every usable core, one trial at a time. Prints, and writes
 to DIR/packing.md and DIR/packing.json, per run: makespan, concurrency, and per
@@ -29,8 +29,9 @@ from gridbench.spec import load_spec  # noqa: E402
 def parse_run(text: str) -> dict:
     parts = text.split(":")
     device, backend, loop = parts[:3]
-    share = float(parts[3]) if len(parts) > 3 else None
-    return {"device": device, "backend": backend, "loop": loop, "gpus_per_trial": share}
+    share = float(parts[3]) if len(parts) > 3 and parts[3] else None
+    cache = not (len(parts) > 4 and parts[4] == "nocache")
+    return {"device": device, "backend": backend, "loop": loop, "gpus_per_trial": share, "compile_cache": cache}
 
 
 def spread(values: list[float], digits: int = 3) -> str:
@@ -60,9 +61,10 @@ def main() -> None:
             backend=run["backend"],
             gpus_per_trial=run["gpus_per_trial"],
             gpus=1 if run["device"] == "gpu" else None,
+            compile_cache=run["compile_cache"],
             tracking_uri=store,
             data_dir=args.data_dir,
-            command_line=f"benchmarks/gpu_packing.py --run {':'.join(str(v) for v in run.values() if v is not None)}",
+            command_line=f"benchmarks/gpu_packing.py --run {':'.join(str(v) for v in run.values())}",
         )
         plan = plan_search(spec, options)
         started = time.perf_counter()
@@ -96,7 +98,7 @@ def main() -> None:
         }
         rows.append(row)
         print(
-            f"{run['device']} {run['backend']} {run['loop']} x{row['concurrency']}: "
+            f"{run['device']} {run['backend']} {run['loop']} x{row['concurrency']} cache={run['compile_cache']}: "
             f"{row['trials_finished']}/{row['trials_total']} trials, makespan {row['makespan_s']:.1f} s, "
             f"steady {spread([t['steady_epoch_s'] for t in per_trial], 4)} s/epoch"
             + (f"; FAILED: {row['errors'][0]}" if row["errors"] else ""),
@@ -104,9 +106,10 @@ def main() -> None:
         )
 
     header = (
-        "| device | backend | loop | trials at once | CPUs/trial | steady s/epoch per trial, median [min-max] "
+        "| device | backend | loop | compile cache | trials at once | CPUs/trial "
+        "| steady s/epoch per trial, median [min-max] "
         "| warm-up epoch s | trial wall s | test accuracy | GPU util % (mean) | makespan s | overhead ratio |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = []
     for row in rows:
@@ -114,8 +117,10 @@ def main() -> None:
         accuracy = [t["test_accuracy"] for t in trials]
         util = [t["gpu_util_pct_mean"] for t in trials if t["gpu_util_pct_mean"] is not None]
         util_text = f"{statistics.fmean(util):.0f}" if util else "-"
+        cache = "on" if row["compile_cache"] and row["backend"] == "jax" else "off"
         lines.append(
-            f"| {row['device']} | {row['backend']} | {row['loop']} | {row['concurrency']} | {row['cpus_per_trial']} "
+            f"| {row['device']} | {row['backend']} | {row['loop']} | {cache} | {row['concurrency']} "
+            f"| {row['cpus_per_trial']} "
             f"| {spread([t['steady_epoch_s'] for t in trials], 4)} | {spread([t['warmup_epoch_s'] for t in trials], 2)} "
             f"| {spread([t['trial_wall_s'] for t in trials], 2)} "
             f"| {min(accuracy, default=0):.4f}-{max(accuracy, default=0):.4f} "

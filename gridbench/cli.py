@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--gpus", type=int, metavar="N", help="use at most N of this machine's GPUs (default: all)")
     search.add_argument("--max-concurrent", type=int, metavar="N", help="at most N trials at once")
     search.add_argument(
+        "--no-compile-cache",
+        dest="compile_cache",
+        action="store_false",
+        help="compile every trial's JAX programs anew (default: once per search, shared by trials of one shape)",
+    )
+    search.add_argument(
         "--repeats", type=int, metavar="N", help="train each configuration N times (overrides the spec)"
     )
     search.add_argument(
@@ -97,6 +103,7 @@ def _search(args: argparse.Namespace) -> int:
         gpus_per_trial=args.gpus_per_trial,
         gpus=args.gpus,
         max_concurrent=args.max_concurrent,
+        compile_cache=args.compile_cache,
         tracking_uri=args.tracking_uri,
         data_dir=args.data_dir,
         command_line=shlex.join(["gridbench", *sys.argv[1:]]),

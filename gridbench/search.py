@@ -49,6 +49,7 @@ class SearchOptions:
     gpus_per_trial: float | None = None  # --device gpu only; default 1 (a fraction packs trials)
     gpus: int | None = None  # --device gpu only; default every visible GPU
     max_concurrent: int | None = None
+    compile_cache: bool = True  # share compiled JAX programs among a search's trials
     tracking_uri: str | None = None
     data_dir: str | None = None
     command_line: str = ""
@@ -202,6 +203,7 @@ def run_search(
             cpus=plan.cpus_per_trial,
             seed=spec.seed,
             gpus_per_trial=plan.gpus_per_trial,
+            compile_cache_dir=os.path.join(storage, "jax-cache") if options.compile_cache else None,
         )
         parent_tags = {
             **env,
@@ -220,6 +222,7 @@ def run_search(
             "gpus_used": str(plan.gpus),
             "trials_per_gpu": str(placement.trials_per_gpu(plan.gpus_per_trial)) if plan.gpus else "0",
             "gridbench.kind": "search",
+            "compile_cache": "per search" if options.compile_cache and options.backend == "jax" else "off",
         }
         recorder.start(
             run_name=f"{spec.name} {options.device} {options.backend}",
@@ -233,7 +236,12 @@ def run_search(
             documents={"spec.json": spec.to_dict(), "environment.json": env},
         )
         trial_params = {**spec.params, "seed": spec.seed, "dataset": spec.dataset, "model": spec.model}
-        trial_tags = {"device": options.device, "backend": options.backend, "gridbench.kind": "trial"}
+        trial_tags = {
+            "device": options.device,
+            "backend": options.backend,
+            "compile_cache": parent_tags["compile_cache"],
+            "gridbench.kind": "trial",
+        }
         callback = RecordingCallback(recorder, trial_params, trial_tags, observer)
         if observer is not None:
             observer.start(plan.trials_total)

@@ -36,6 +36,7 @@ class TrialContext:
     cpus: int  # CPUs Ray reserved for each trial
     seed: int
     gpus_per_trial: float = 0.0  # the GPU share Ray reserved for each trial; 0 on CPU
+    compile_cache_dir: str | None = None  # JAX programs compiled once per search and shared; None: off
 
 
 class WorkloadEntry(Protocol):

@@ -39,6 +39,8 @@ def test_search_on_another_backend_records_it(tmp_path, backend):
     assert child.data.metrics["test_accuracy"] > 0.5
     loop = "compiled" if backend == "jax" else "fit"  # train_loop=auto, resolved
     assert child.data.params["train_loop"] == loop and child.data.tags["train_loop"] == loop
+    assert child.data.tags["compile_cache"] == parent.data.tags["compile_cache"]
+    assert parent.data.tags["compile_cache"] == ("per search" if backend == "jax" else "off")
     if backend == "torch":
         assert child.data.tags["threads.torch"] == parent.data.tags["cpus_per_trial"]
 

@@ -69,6 +69,14 @@ class _EpochCallback(keras.callbacks.Callback):
 def prepare(context) -> None:
     """Checks the backend this worker imported, limits it to the trial's CPUs and GPU memory share."""
     prepare_keras(context.cpus)
+    if context.backend == "jax" and context.compile_cache_dir:
+        import jax
+
+        # Trials that differ only in values held as state (learning rate, seed) compile
+        # to the same program: compile it once per search. Warm-up epochs still show
+        # the compiling trial's cost, and the cache's own (loading a program).
+        jax.config.update("jax_compilation_cache_dir", context.compile_cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     if context.device == "gpu" and context.backend == "torch":
         import torch
 
