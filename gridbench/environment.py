@@ -18,6 +18,8 @@ LIBRARIES = (
     "tensorflow",
     "jax",
     "jaxlib",
+    "jax-cuda12-plugin",
+    "jax-cuda13-plugin",
     "torch",
     "scikeras",
     "scikit-learn",
