@@ -39,6 +39,15 @@ def mnist_dir() -> Path:
 
 
 @pytest.fixture
+def kept_environ():
+    """For tests that configure this process as a trial would: the environment is restored after."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
 def store(tmp_path) -> str:
     """A fresh SQLite MLflow store in a temporary directory."""
     return f"sqlite:///{tmp_path / 'mlflow.db'}"

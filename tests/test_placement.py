@@ -13,13 +13,7 @@ from gridbench.search import SearchOptions, plan_search
 from gridbench.spec import load_spec
 from gridbench.trial import TrialContext, configure_process, run_trial
 
-
-@pytest.fixture(autouse=True)
-def kept_environ():
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
+pytestmark = pytest.mark.usefixtures("kept_environ")  # configure_process sets variables
 
 
 @pytest.mark.parametrize("share, per_gpu", [(1, 1), (0.5, 2), (0.25, 4), (0.125, 8), (1 / 3, 3), (0.3, 3), (2, 1)])

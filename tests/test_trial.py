@@ -10,14 +10,8 @@ from gridbench import datasets
 from gridbench.trial import TrialContext, run_trial
 from gridbench.workloads import WORKLOADS, Workload
 
-
-@pytest.fixture(autouse=True)
-def kept_environ():
-    """run_trial configures its (worker) process; give this test process its environment back."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
+# run_trial configures its (worker) process; this test process gets its environment back.
+pytestmark = pytest.mark.usefixtures("kept_environ")
 
 
 def context_for(session: str, monkeypatch, device: str = "cpu") -> TrialContext:
