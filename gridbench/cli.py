@@ -30,7 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = commands.add_parser("search", help="run an experiment's grid as Ray Tune trials, recorded in MLflow")
     search.add_argument("experiment", help="a name from experiments/ (see `gridbench list`) or a path to a .toml file")
-    search.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where trials train (default: cpu)")
+    search.add_argument(
+        "--device",
+        choices=("cpu", "gpu", "both"),
+        default="cpu",
+        help="where trials train (default: cpu); both: the CPU search, the GPU search, then `compare`",
+    )
     search.add_argument(
         "--backend",
         choices=tuple(BACKENDS),
@@ -72,11 +77,48 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2", help="make or replace a grid axis"
     )
+    _add_compare_options(search)
     search.set_defaults(handler=_search)
+
+    compare = commands.add_parser(
+        "compare", help="CPU-versus-GPU speedups and cost for two or more searches of one experiment, from MLflow"
+    )
+    compare.add_argument(
+        "run_ids", nargs="*", metavar="RUN_ID", help="searches' parent run ids; the first is the baseline"
+    )
+    compare.add_argument(
+        "--experiment", metavar="NAME", help="compare the latest finished search on each device (CPU first)"
+    )
+    compare.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+    )
+    _add_compare_options(compare)
+    compare.set_defaults(handler=_compare)
+
+    ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 for the store, lean (2 processes)")
+    ui.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+    )
+    ui.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000; 0 picks a free one)")
+    ui.add_argument("--experiment", metavar="NAME", help="print this experiment's runs page (default: the newest)")
+    ui.set_defaults(handler=_ui)
 
     listing = commands.add_parser("list", help="list the experiments in experiments/")
     listing.set_defaults(handler=_list)
     return parser
+
+
+def _add_compare_options(parser: argparse.ArgumentParser) -> None:
+    from_compare = parser.prog.endswith("compare")
+    group = parser.add_argument_group("comparison" + ("" if from_compare else " (with --device both)"))
+    group.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table", dest="output_format")
+    group.add_argument("--target", type=float, help="metric value for time to accuracy (default: the spec's target)")
+    group.add_argument("--prices", metavar="FILE", help="$/hour table (layout of gridbench/data/prices.toml)")
+    group.add_argument("--price", action="append", default=[], metavar="KEY=USD", help='e.g. "NVIDIA H100=2.50"')
+    group.add_argument(
+        "--allow-mismatch", action="store_true", help="compare searches of different backends, data or epochs"
+    )
+    group.add_argument("--out", metavar="DIR", help="also write the comparison's files (plots, tables) here")
 
 
 def _load(args: argparse.Namespace):
@@ -93,35 +135,134 @@ def _search(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from gridbench.report import SearchProgress, print_search
-    from gridbench.search import SearchOptions, plan_search, run_search
+    from gridbench.search import plan_search, run_search
 
     spec = _load(args)
-    options = SearchOptions(
-        device=args.device,
+    devices = ("cpu", "gpu") if args.device == "both" else (args.device,)
+    if args.device == "both":
+        from gridbench.prices import PriceTable
+
+        PriceTable.load(args.prices, args.price)  # bad prices should fail now, not after two searches
+    plans = [plan_search(spec, _search_options(args, device)) for device in devices]  # every check before any run
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 160)  # logs: keep the results table on one line per trial
+    results = []
+    for plan in plans:
+        _print_plan(console, plan)
+        result = run_search(plan, observer=SearchProgress(console, spec.metric))
+        print_search(console, result)
+        results.append(result)
+    if args.device == "both":
+        _compare_and_report(console, [r.parent_run_id for r in results], plans[0].tracking_uri, args)
+    # 1: the search ran, but not every trial finished (the failed ones are in MLflow).
+    finished = all(r.summary.trials_finished == r.summary.trials_total for r in results)
+    return 0 if finished else 1
+
+
+def _search_options(args: argparse.Namespace, device: str):
+    from gridbench.search import SearchOptions
+
+    return SearchOptions(
+        device=device,
         backend=args.backend,
         cpus_per_trial=args.cpus_per_trial,
-        gpus_per_trial=args.gpus_per_trial,
-        gpus=args.gpus,
+        # With --device both, the GPU flags shape the GPU search only (elsewhere plan_search checks them).
+        gpus_per_trial=None if args.device == "both" and device == "cpu" else args.gpus_per_trial,
+        gpus=None if args.device == "both" and device == "cpu" else args.gpus,
         max_concurrent=args.max_concurrent,
         compile_cache=args.compile_cache,
         tracking_uri=args.tracking_uri,
         data_dir=args.data_dir,
         command_line=shlex.join(["gridbench", *sys.argv[1:]]),
     )
-    plan = plan_search(spec, options)
-    console = Console()
-    if not console.is_terminal:
-        console.width = max(console.width, 160)  # logs: keep the results table on one line per trial
+
+
+def _print_plan(console, plan) -> None:
+    spec, options = plan.spec, plan.options
     gpus = f", {plan.gpus_per_trial:g} GPU(s) per trial on {plan.gpus} GPU(s)" if plan.gpus else ""
     console.print(
         f"{spec.name}: {spec.grid_size} configurations x {spec.repeats} repeat(s) = {plan.trials_total} trials "
         f"on {options.device} ({options.backend}), {plan.cpus_per_trial} CPU(s) per trial{gpus}, "
         f"up to {plan.concurrency} at once; store {plan.tracking_uri}"
     )
-    result = run_search(plan, observer=SearchProgress(console, spec.metric))
-    print_search(console, result)
-    # 1: the search ran, but not every trial finished (the failed ones are in MLflow).
-    return 0 if result.summary.trials_finished == result.summary.trials_total else 1
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from gridbench.tracking import check_tracking_uri, latest_searches, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(args.tracking_uri)
+    check_tracking_uri(uri)
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        # Opening a missing SQLite store would create an empty one.
+        raise UserError(f"no MLflow store at {uri}; run a search first, or pass --tracking-uri")
+    if bool(args.run_ids) == bool(args.experiment):
+        raise UserError("give two or more search run ids, or --experiment NAME (not both)")
+    run_ids = args.run_ids or latest_searches(uri, args.experiment)
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    _compare_and_report(console, run_ids, uri, args)
+    return 0
+
+
+def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: argparse.Namespace) -> None:
+    """Reads the searches, compares them, prints the result and logs it to MLflow as its own run."""
+    import tempfile
+    from pathlib import Path
+
+    from gridbench import compare_report
+    from gridbench.compare import compare
+    from gridbench.prices import PriceTable
+    from gridbench.tracking import read_search, record_comparison
+
+    if len(run_ids) < 2:
+        raise UserError("compare needs at least two searches; give two run ids or --experiment NAME")
+    prices = PriceTable.load(args.prices, args.price)
+    searches = [read_search(tracking_uri, run_id) for run_id in run_ids]
+    comparison = compare(searches, prices, target=args.target, allow_mismatch=args.allow_mismatch)
+    if args.output_format == "table":
+        compare_report.print_table(console, comparison)
+    else:
+        print(compare_report.render(comparison, args.output_format))
+    with tempfile.TemporaryDirectory(prefix="gridbench-compare-") as scratch:
+        directory = Path(args.out) if args.out else Path(scratch)
+        directory.mkdir(parents=True, exist_ok=True)
+        files = compare_report.plot(comparison, directory / "plots")
+        for fmt, name in (("markdown", "comparison.md"), ("csv", "comparison.csv"), ("json", "comparison.json")):
+            (directory / name).write_text(compare_report.render(comparison, fmt))
+            files[name] = directory / name
+        headline = {}
+        for i, pairing in enumerate(comparison.pairings, start=1):
+            suffix = "" if len(comparison.pairings) == 1 else f"_{i}"
+            for key, value in (
+                ("makespan_speedup", pairing.makespan_speedup),
+                ("geomean_steady_speedup", pairing.geomean_speedup["steady_epoch_s"]),
+                ("geomean_wall_speedup", pairing.geomean_speedup["trial_wall_s"]),
+                ("relative_cost", comparison.figures[i].relative_cost),
+                ("configs_cpu_faster", float(len(pairing.cpu_faster))),
+                ("configs_cpu_cheaper", float(len(pairing.cpu_cheaper))),
+            ):
+                if value is not None:
+                    headline[key + suffix] = value
+        tags = {f"search.{i}": s.label for i, s in enumerate(comparison.searches)}
+        tags["prices.source"] = str(comparison.prices.get("source"))
+        if comparison.mismatches:
+            tags["mismatches"] = "; ".join(comparison.mismatches)
+        run_id = record_comparison(tracking_uri, comparison.experiment, run_ids, headline, tags, files)
+    where = f"; files in {args.out}" if args.out else ""
+    message = f"comparison logged to MLflow as run {run_id} (plots, tables, JSON){where}"
+    print(message, file=sys.stderr if args.output_format != "table" else sys.stdout)
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from gridbench.ui import serve
+
+    return serve(args.tracking_uri, args.port, args.experiment)
 
 
 def _list(args: argparse.Namespace) -> int:

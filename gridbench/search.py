@@ -216,6 +216,8 @@ def run_search(
             "data.path": plan.data.path or "bundled with scikit-learn",
             "model": spec.model,
             "metric": spec.metric,
+            "metric.mode": spec.mode,
+            "metric.target": "" if spec.target is None else f"{spec.target:g}",
             "command": options.command_line or shlex.join(sys.argv),
             "cpus_per_trial": str(plan.cpus_per_trial),
             "gpus_per_trial": f"{plan.gpus_per_trial:g}",
@@ -225,7 +227,8 @@ def run_search(
             "compile_cache": "per search" if options.compile_cache and options.backend == "jax" else "off",
         }
         recorder.start(
-            run_name=f"{spec.name} {options.device} {options.backend}",
+            run_name=f"{spec.name} {options.device} {options.backend} "
+            + (f"{plan.gpus_per_trial:g} GPU/trial" if plan.gpus else f"{plan.cpus_per_trial} CPU/trial"),
             params={
                 **spec.params,
                 **{f"grid.{axis}": list(values) for axis, values in spec.grid.items()},

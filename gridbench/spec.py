@@ -24,7 +24,7 @@ EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 # Metrics a trial reports that a search can rank by, with their natural direction.
 METRICS = {"test_accuracy": "max", "train_loss": "min", "steady_epoch_s": "min", "trial_wall_s": "min"}
 DATASETS = ("digits", "mnist")
-_TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "seed", "repeats", "params", "grid")
+_TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "target", "seed", "repeats", "params", "grid")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class ExperimentSpec:
     grid: Mapping[str, tuple[Value, ...]]  # axis name -> values, in file order
     metric: str
     mode: str
+    target: float | None  # the metric value "time to accuracy" waits for; None: not set
     seed: int
     repeats: int
     source: str  # the file it came from
@@ -67,6 +68,7 @@ class ExperimentSpec:
             "grid": {k: list(v) for k, v in self.grid.items()},
             "metric": self.metric,
             "mode": self.mode,
+            "target": self.target,
             "seed": self.seed,
             "repeats": self.repeats,
         }
@@ -168,6 +170,9 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
     mode = data.get("mode", METRICS[metric])
     if mode not in ("max", "min"):
         raise UserError(f'{source}: mode must be "max" or "min", got {mode!r}')
+    target = data.get("target")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))):
+        raise UserError(f"{source}: target must be a number (a value of {metric}), got {target!r}")
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"{source}: seed must be an integer >= 0, got {seed!r}")
@@ -199,6 +204,7 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
         grid=MappingProxyType(grid),
         metric=metric,
         mode=mode,
+        target=None if target is None else float(target),
         seed=seed,
         repeats=_repeats(data.get("repeats", 1), source),
         source=source,

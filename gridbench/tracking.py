@@ -186,3 +186,116 @@ class SearchRecorder:
             ],
             metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()],
         )
+
+
+def read_search(tracking_uri: str, run_id: str):
+    """A search's parent run and its trials, as gridbench.compare.SearchRun."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from gridbench.compare import SearchRun, TrialRun
+
+    _quiet_mlflow()
+    client = MlflowClient(tracking_uri)
+    try:
+        parent = client.get_run(run_id)
+    except MlflowException:
+        raise UserError(f"no run {run_id} in {tracking_uri}; give a search's parent run id") from None
+    if parent.data.tags.get("gridbench.kind") != "search":
+        raise UserError(f"run {run_id} is not a gridbench search (a trial or a comparison?); give a parent run id")
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'", max_results=50000
+    )
+    started_ms = parent.info.start_time
+    trials = []
+    for child in children:
+        config = {k: v for k, v in child.data.params.items() if k in _grid_axes(parent.data.params)}
+        trials.append(
+            TrialRun(
+                key=child.data.tags.get("config_key", ""),
+                config=config,
+                repeat=int(child.data.params.get("repeat", 0)),
+                status=child.info.status,
+                metrics=dict(child.data.metrics),
+                ended_s=((child.info.end_time or started_ms) - started_ms) / 1000,
+            )
+        )
+    return SearchRun(
+        run_id=run_id,
+        tags=dict(parent.data.tags),
+        params=dict(parent.data.params),
+        metrics=dict(parent.data.metrics),
+        trials=tuple(sorted(trials, key=lambda t: (t.key, t.repeat))),
+    )
+
+
+def _grid_axes(params: Mapping[str, str]) -> set[str]:
+    return {k[len("grid.") :] for k in params if k.startswith("grid.")}
+
+
+def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
+    """The newest finished search of `spec_name` on each device, CPU first."""
+    from mlflow import MlflowClient
+
+    _quiet_mlflow()
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(experiment_name(spec_name))
+    if experiment is None:
+        raise UserError(f"no searches of {spec_name!r} in {tracking_uri}; run `gridbench search {spec_name}` first")
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string="tags.`gridbench.kind` = 'search' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1000,
+    )
+    newest: dict[str, str] = {}
+    for run in runs:
+        newest.setdefault(run.data.tags.get("device", "?"), run.info.run_id)
+    if len(newest) < 2:
+        found = ", ".join(newest) or "none"
+        raise UserError(
+            f"--experiment {spec_name}: finished searches on one device only ({found}); run the other device's "
+            f"search, or give run ids"
+        )
+    return [newest[d] for d in sorted(newest, key=lambda d: (d != "cpu", d))]
+
+
+def record_comparison(
+    tracking_uri: str,
+    spec_name: str,
+    run_ids: list[str],
+    metrics: Mapping[str, float],
+    tags: Mapping[str, str],
+    files: Mapping[str, Path],
+) -> str:
+    """The comparison as its own run, linked to the searches it compares (tags both ways)."""
+    _quiet_mlflow()
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(experiment_name(spec_name))
+    run = client.create_run(
+        experiment.experiment_id,
+        run_name=f"compare {' vs '.join(tags.get(f'search.{i}', rid[:8]) for i, rid in enumerate(run_ids))}",
+        tags={
+            "gridbench.kind": "comparison",
+            "compare.baseline": run_ids[0],
+            "compare.runs": ",".join(run_ids),
+            **{k: _text(v) for k, v in tags.items()},
+        },
+    )
+    run_id = run.info.run_id
+    try:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+        for name, path in files.items():
+            client.log_artifact(run_id, str(path), artifact_path=str(Path(name).parent) if "/" in name else None)
+        for search_id in run_ids:
+            client.set_tag(search_id, "gridbench.compared_in", run_id)
+        client.set_terminated(run_id, status="FINISHED")
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    return run_id

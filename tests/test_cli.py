@@ -86,6 +86,9 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["search", "digits", "--tracking-uri", "{tmp}/filestore"], "is a file store, which MLflow 3 refuses"),
         (["search", "mnist", "--data-dir", "{tmp}/corrupt"], "is not a valid mnist.npz"),
         (["bogus"], "invalid choice: 'bogus'"),
+        (["compare", "0123abcd", "4567ef01"], "no MLflow store at sqlite:///"),
+        (["compare", "--price", "H100", "0123abcd", "4567ef01"], "no MLflow store at"),
+        (["search", "digits", "--device", "both", "--price", "H100"], "--price 'H100': expected KEY=USD_PER_HOUR"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
@@ -96,7 +99,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
     store = tmp_path / "store" / "mlflow.db"
     store.parent.mkdir()
     if "--tracking-uri" not in args:
-        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] == "search" else []
+        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] in ("search", "compare") else []
     result = gridbench(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
@@ -108,8 +111,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
 
 
 @pytest.mark.skipif(visible_gpu_count() > 0, reason="this machine has a GPU")
-def test_gpu_request_without_a_gpu_fails_at_once(tmp_path):
-    result = gridbench("search", "digits", "--device", "gpu", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db")
+@pytest.mark.parametrize("device", ["gpu", "both"])  # both: fails before its CPU search starts
+def test_gpu_request_without_a_gpu_fails_at_once(tmp_path, device):
+    result = gridbench("search", "digits", "--device", device, "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db")
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "gridbench: error: --device gpu: no GPU is visible on this machine (NVML found none); use --device cpu"

@@ -1,0 +1,366 @@
+"""Compare searches: speedups per configuration and per search, with intervals, and cost.
+
+    searches (read back from MLflow) -> checks -> pairing by configuration -> statistics -> Comparison
+
+The first search is the baseline; every speedup is baseline time / other time, so
+2.0 means the other search's device took half as long. Per configuration, the
+interval is a 95% Welch t-interval on log times from the repeats, turned back into
+a ratio (a ratio's natural scale is logarithmic); with one repeat on either side
+there is no interval, and the table says so. Nothing here reads or writes MLflow.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from gridbench.errors import UserError
+from gridbench.prices import PriceTable
+
+# Facts that must agree for a comparison to mean anything (refused unless allowed).
+MUST_MATCH = ("spec.name", "dataset", "model", "backend", "metric")
+# Facts worth showing when they differ; they are what the comparison is about, or context.
+ENVIRONMENT = ("device", "host", "cpu.model", "cpu.cores_usable", "gpu.count", "gpu.0.name", "gpu.0.driver")
+TIMINGS = ("steady_epoch_s", "trial_wall_s")
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    key: str  # the configuration, as records.config_key writes it
+    config: Mapping[str, str]
+    repeat: int
+    status: str
+    metrics: Mapping[str, float]
+    ended_s: float  # seconds after the search started
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "FINISHED"
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """One search as MLflow holds it: the parent run's facts and its trials."""
+
+    run_id: str
+    tags: Mapping[str, str]
+    params: Mapping[str, str]  # fixed hyperparameters, grid.* axes, repeats, seed
+    metrics: Mapping[str, float]
+    trials: tuple[TrialRun, ...]
+
+    @property
+    def label(self) -> str:
+        device = self.tags.get("device", "?")
+        if device == "gpu":
+            share = self.tags.get("gpus_per_trial", "1")
+            device = f"gpu x{self.tags.get('gpus_used', '?')}" + (f" ({share}/trial)" if share not in ("1", "") else "")
+        else:
+            device = f"cpu ({self.tags.get('cpus_per_trial', '?')} cores/trial)"
+        return f"{device} {self.tags.get('backend', '')} {self.run_id[:8]}".strip()
+
+    @property
+    def fixed_params(self) -> dict[str, str]:
+        return {k: v for k, v in self.params.items() if not k.startswith("grid.") and k not in ("repeats", "seed")}
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """baseline / other, with a 95% interval where the repeats allow one."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def significant(self) -> bool | None:
+        """Whether the interval excludes 1 (no difference); None without an interval."""
+        if self.low is None or self.high is None:
+            return None
+        return not (self.low <= 1.0 <= self.high)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "ci95_low": self.low, "ci95_high": self.high, "significant": self.significant}
+
+
+def ratio_with_interval(baseline: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> Ratio:
+    """Geometric-mean ratio baseline/other and a Welch t-interval on the logs."""
+    if not baseline or not other or min(*baseline, *other) <= 0:
+        raise ValueError("ratios need positive times on both sides")
+    log_a, log_b = [math.log(x) for x in baseline], [math.log(x) for x in other]
+    difference = statistics.fmean(log_a) - statistics.fmean(log_b)
+    if len(log_a) < 2 or len(log_b) < 2:
+        return Ratio(math.exp(difference))
+    var_a, var_b = statistics.variance(log_a) / len(log_a), statistics.variance(log_b) / len(log_b)
+    standard_error = math.sqrt(var_a + var_b)
+    if standard_error == 0:
+        return Ratio(math.exp(difference), math.exp(difference), math.exp(difference))
+    # Welch-Satterthwaite degrees of freedom.
+    dof = (var_a + var_b) ** 2 / (var_a**2 / (len(log_a) - 1) + var_b**2 / (len(log_b) - 1))
+    from scipy.stats import t
+
+    half_width = t.ppf(0.5 + confidence / 2, dof) * standard_error
+    return Ratio(math.exp(difference), math.exp(difference - half_width), math.exp(difference + half_width))
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+
+
+def time_to_target(search: SearchRun, metric: str, target: float | None, mode: str) -> float | None:
+    """Seconds from the search's start until its best result so far reached `target`; None if never."""
+    if target is None:
+        return None
+    reached = (lambda v: v >= target) if mode == "max" else (lambda v: v <= target)
+    for trial in sorted((t for t in search.trials if t.finished), key=lambda t: t.ended_s):
+        if metric in trial.metrics and reached(trial.metrics[metric]):
+            return trial.ended_s
+    return None
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    key: str
+    config: Mapping[str, str]
+    repeats: tuple[int, int]  # finished repeats in the baseline and the other search
+    baseline: Mapping[str, float]  # geometric means of TIMINGS
+    other: Mapping[str, float]
+    speedup: Mapping[str, Ratio]  # per timing
+    cost_ratio: float | None  # baseline cost / other cost for training this configuration once
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": dict(self.config),
+            "repeats": list(self.repeats),
+            "baseline": dict(self.baseline),
+            "other": dict(self.other),
+            "speedup": {k: v.to_dict() for k, v in self.speedup.items()},
+            "cost_ratio": self.cost_ratio,
+        }
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """One search against the baseline."""
+
+    other: SearchRun
+    rows: tuple[ConfigRow, ...]
+    only_in_baseline: tuple[str, ...]
+    only_in_other: tuple[str, ...]
+    geomean_speedup: Mapping[str, float | None]
+    makespan_speedup: float | None
+    cpu_faster: tuple[str, ...]  # configurations where the CPU side trained faster (trial wall time)
+    cpu_cheaper: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SearchFigures:
+    makespan_s: float | None
+    time_to_target_s: float | None
+    price_per_hour: float | None
+    cost: float | None
+    relative_time: float | None  # to the baseline
+    relative_cost: float | None
+    failed: tuple[str, ...]
+
+
+@dataclass
+class Comparison:
+    experiment: str
+    metric: str
+    mode: str
+    target: float | None
+    searches: tuple[SearchRun, ...]
+    figures: tuple[SearchFigures, ...]
+    pairings: tuple[Pairing, ...]
+    mismatches: tuple[str, ...]
+    environment_differences: tuple[str, ...]
+    prices: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def baseline(self) -> SearchRun:
+        return self.searches[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "experiment": self.experiment,
+            "metric": self.metric,
+            "mode": self.mode,
+            "target": self.target,
+            "baseline": self.baseline.run_id,
+            "searches": [
+                {
+                    "run_id": s.run_id,
+                    "label": s.label,
+                    "device": s.tags.get("device"),
+                    "backend": s.tags.get("backend"),
+                    **{k: v for k, v in vars(f).items()},
+                }
+                for s, f in zip(self.searches, self.figures)
+            ],
+            "pairings": [
+                {
+                    "baseline": self.baseline.run_id,
+                    "other": p.other.run_id,
+                    "makespan_speedup": p.makespan_speedup,
+                    "geomean_speedup": dict(p.geomean_speedup),
+                    "configurations": {row.key: row.to_dict() for row in p.rows},
+                    "only_in_baseline": list(p.only_in_baseline),
+                    "only_in_other": list(p.only_in_other),
+                    "cpu_faster": list(p.cpu_faster),
+                    "cpu_cheaper": list(p.cpu_cheaper),
+                }
+                for p in self.pairings
+            ],
+            "mismatches": list(self.mismatches),
+            "environment_differences": list(self.environment_differences),
+            "prices": dict(self.prices),
+        }
+
+
+def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tuple[list[str], list[str]]:
+    """Every mismatch and environment difference, in words; mismatches refuse unless allowed."""
+    if len(searches) < 2:
+        raise UserError("compare needs at least two searches; give two run ids or --experiment NAME")
+    base = searches[0]
+    mismatches, differences = [], []
+    for other in searches[1:]:
+        for key in MUST_MATCH:
+            if base.tags.get(key) != other.tags.get(key):
+                mismatches.append(
+                    f"{key}: {base.tags.get(key)} ({base.label}) vs {other.tags.get(key)} ({other.label})"
+                )
+        a, b = base.fixed_params, other.fixed_params
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                mismatches.append(f"param {key}: {a.get(key)} ({base.label}) vs {b.get(key)} ({other.label})")
+        for key in ENVIRONMENT + tuple(sorted(k for k in set(base.tags) | set(other.tags) if k.startswith("version."))):
+            if base.tags.get(key) != other.tags.get(key):
+                differences.append(f"{key}: {base.tags.get(key, '-')} vs {other.tags.get(key, '-')}")
+    if mismatches and not allow_mismatch:
+        raise UserError(
+            f"the searches differ in what they measure ({'; '.join(mismatches)}); compare like with like, "
+            f"or pass --allow-mismatch"
+        )
+    return mismatches, differences
+
+
+def _finished_by_config(search: SearchRun) -> dict[str, list[TrialRun]]:
+    by_key: dict[str, list[TrialRun]] = {}
+    for trial in search.trials:
+        if trial.finished and all(trial.metrics.get(m, 0) > 0 for m in TIMINGS):
+            by_key.setdefault(trial.key, []).append(trial)
+    return by_key
+
+
+def _trial_price(search: SearchRun, prices: PriceTable) -> float | None:
+    """$/hour of what one trial holds: its cores and its GPU share."""
+    return prices.per_hour(
+        search.tags,
+        cores=float(search.tags.get("cpus_per_trial", 0) or 0),
+        gpus=_float(search.tags.get("gpus_per_trial")),
+    )
+
+
+def _search_price(search: SearchRun, prices: PriceTable) -> float | None:
+    """$/hour of what the whole search held: the cores Ray was given and the GPUs it used."""
+    return prices.per_hour(
+        search.tags, cores=float(search.tags.get("cpu.cores_usable", 0) or 0), gpus=_float(search.tags.get("gpus_used"))
+    )
+
+
+def _float(text: str | None) -> float:
+    try:
+        return float(text) if text else 0.0
+    except ValueError:
+        return 0.0
+
+
+def compare(
+    searches: Sequence[SearchRun],
+    prices: PriceTable,
+    target: float | None = None,
+    allow_mismatch: bool = False,
+) -> Comparison:
+    mismatches, differences = check_comparable(searches, allow_mismatch)
+    base = searches[0]
+    metric = base.tags.get("metric", "test_accuracy")
+    mode = base.tags.get("metric.mode", "max")
+    if target is None and base.tags.get("metric.target"):
+        target = float(base.tags["metric.target"])
+
+    figures = []
+    base_cost = None
+    for search in searches:
+        makespan = search.metrics.get("makespan_s")
+        price = _search_price(search, prices)
+        cost = makespan / 3600 * price if makespan is not None and price is not None else None
+        if search is base:
+            base_cost = cost
+        base_makespan = base.metrics.get("makespan_s")
+        figures.append(
+            SearchFigures(
+                makespan_s=makespan,
+                time_to_target_s=time_to_target(search, metric, target, mode),
+                price_per_hour=price,
+                cost=cost,
+                relative_time=makespan / base_makespan if makespan and base_makespan else None,
+                relative_cost=cost / base_cost if cost is not None and base_cost else None,
+                failed=tuple(sorted(f"{t.key} #{t.repeat}" for t in search.trials if not t.finished)),
+            )
+        )
+
+    pairings = []
+    base_trials = _finished_by_config(base)
+    base_trial_price = _trial_price(base, prices)
+    for other in searches[1:]:
+        other_trials = _finished_by_config(other)
+        other_trial_price = _trial_price(other, prices)
+        rows = []
+        for key in sorted(set(base_trials) & set(other_trials)):
+            a, b = base_trials[key], other_trials[key]
+            speedup = {m: ratio_with_interval([t.metrics[m] for t in a], [t.metrics[m] for t in b]) for m in TIMINGS}
+            means_a = {m: geometric_mean([t.metrics[m] for t in a]) for m in TIMINGS}
+            means_b = {m: geometric_mean([t.metrics[m] for t in b]) for m in TIMINGS}
+            cost_ratio = None
+            if base_trial_price and other_trial_price:
+                cost_ratio = (means_a["trial_wall_s"] * base_trial_price) / (
+                    means_b["trial_wall_s"] * other_trial_price
+                )
+            rows.append(ConfigRow(key, a[0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio))
+        base_is_cpu, other_is_cpu = base.tags.get("device") == "cpu", other.tags.get("device") == "cpu"
+        cpu_faster, cpu_cheaper = [], []
+        if base_is_cpu != other_is_cpu:
+            for row in rows:
+                # A speedup below 1 means the baseline was faster; flip when the CPU is the other side.
+                wall = row.speedup["trial_wall_s"].value
+                if (wall < 1) == base_is_cpu:
+                    cpu_faster.append(row.key)
+                if row.cost_ratio is not None and (row.cost_ratio < 1) == base_is_cpu:
+                    cpu_cheaper.append(row.key)
+        base_makespan, other_makespan = base.metrics.get("makespan_s"), other.metrics.get("makespan_s")
+        pairings.append(
+            Pairing(
+                other=other,
+                rows=tuple(rows),
+                only_in_baseline=tuple(sorted(set(base_trials) - set(other_trials))),
+                only_in_other=tuple(sorted(set(other_trials) - set(base_trials))),
+                geomean_speedup={m: geometric_mean([r.speedup[m].value for r in rows]) for m in TIMINGS},
+                makespan_speedup=base_makespan / other_makespan if base_makespan and other_makespan else None,
+                cpu_faster=tuple(cpu_faster),
+                cpu_cheaper=tuple(cpu_cheaper),
+            )
+        )
+    return Comparison(
+        experiment=base.tags.get("spec.name", "?"),
+        metric=metric,
+        mode=mode,
+        target=target,
+        searches=tuple(searches),
+        figures=tuple(figures),
+        pairings=tuple(pairings),
+        mismatches=tuple(mismatches),
+        environment_differences=tuple(dict.fromkeys(differences)),
+        prices=prices.describe([s.tags for s in searches]),
+    )

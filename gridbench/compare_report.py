@@ -1,0 +1,252 @@
+"""A Comparison as people read it: terminal tables, markdown, CSV, JSON and PNG plots."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+from gridbench.compare import TIMINGS, Comparison, Pairing, Ratio, geometric_mean
+
+FORMATS = ("table", "markdown", "csv", "json")
+PLOTS = ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png")
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def _ratio(ratio: Ratio) -> str:
+    if ratio.low is None:
+        return f"{ratio.value:.3g}x (1 run)"
+    flag = "" if ratio.significant else " n.s."
+    return f"{ratio.value:.3g}x [{ratio.low:.3g}-{ratio.high:.3g}]{flag}"
+
+
+def search_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    headers = ["search", "makespan s", "relative time", f"time to {comparison.metric} {_num(comparison.target)}",
+               "$/hour", "cost $", "relative cost", "failed"]  # fmt: skip
+    rows = []
+    for search, f in zip(comparison.searches, comparison.figures):
+        reached = (
+            "not reached" if comparison.target is not None and f.time_to_target_s is None else _num(f.time_to_target_s)
+        )
+        rows.append(
+            [search.label, _num(f.makespan_s), _num(f.relative_time), reached, _num(f.price_per_hour),
+             _num(f.cost, 3), _num(f.relative_cost), str(len(f.failed))]
+        )  # fmt: skip
+    return headers, rows
+
+
+def config_rows(comparison: Comparison, pairing: Pairing) -> tuple[list[str], list[list[str]]]:
+    headers = ["configuration", "repeats", "steady s/epoch (base, other)", "steady speedup [95% CI]",
+               "trial wall s (base, other)", "wall speedup [95% CI]", "cost ratio"]  # fmt: skip
+    rows = []
+    for row in pairing.rows:
+        rows.append(
+            [row.key, f"{row.repeats[0]}, {row.repeats[1]}",
+             f"{_num(row.baseline['steady_epoch_s'])}, {_num(row.other['steady_epoch_s'])}",
+             _ratio(row.speedup["steady_epoch_s"]),
+             f"{_num(row.baseline['trial_wall_s'])}, {_num(row.other['trial_wall_s'])}",
+             _ratio(row.speedup["trial_wall_s"]), _num(row.cost_ratio)]
+        )  # fmt: skip
+    rows.append(
+        ["geometric mean", "", "", f"{_num(pairing.geomean_speedup['steady_epoch_s'])}x", "",
+         f"{_num(pairing.geomean_speedup['trial_wall_s'])}x", ""]
+    )  # fmt: skip
+    return headers, rows
+
+
+def notes(comparison: Comparison) -> list[str]:
+    lines = []
+    for pairing in comparison.pairings:
+        other = pairing.other.label
+        lines.append(
+            f"{other} against {comparison.baseline.label}: whole-search speedup {_num(pairing.makespan_speedup)}x "
+            f"(makespan ratio); per configuration, geometric mean {_num(pairing.geomean_speedup['steady_epoch_s'])}x "
+            f"steady-state, {_num(pairing.geomean_speedup['trial_wall_s'])}x trial wall time"
+        )
+        if pairing.cpu_faster:
+            lines.append(f"CPU faster (trial wall time) for: {'; '.join(pairing.cpu_faster)}")
+        if pairing.cpu_cheaper:
+            lines.append(f"CPU cheaper per trial for: {'; '.join(pairing.cpu_cheaper)}")
+        if pairing.only_in_baseline or pairing.only_in_other:
+            lines.append(
+                f"not compared (in one search only): {'; '.join(pairing.only_in_baseline + pairing.only_in_other)}"
+            )
+    for search, figures in zip(comparison.searches, comparison.figures):
+        if figures.failed:
+            lines.append(f"failed trials excluded from {search.label}: {'; '.join(figures.failed)}")
+    for mismatch in comparison.mismatches:
+        lines.append(f"MISMATCH (allowed): {mismatch}")
+    for difference in comparison.environment_differences:
+        lines.append(f"environment: {difference}")
+    prices = comparison.prices
+    gpu = ", ".join(
+        f"{name} ${price}/h" if price is not None else f"{name} unpriced"
+        for name, price in prices.get("gpu_hour", {}).items()
+    )
+    cpu = f"${prices.get('cpu_core_hour')}/core-hour"
+    lines.append(f"prices (inputs, not measurements): {cpu}{', ' + gpu if gpu else ''}; from {prices.get('source')}")
+    lines.append(
+        "speedup = baseline time / other time; n.s.: the 95% interval includes 1; (1 run): no repeats, no interval"
+    )
+    return lines
+
+
+def markdown(comparison: Comparison) -> str:
+    def table(headers, rows):
+        out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        out += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+        return "\n".join(out)
+
+    parts = [
+        f"# {comparison.experiment}: {len(comparison.searches)} searches compared",
+        "",
+        table(*search_rows(comparison)),
+    ]
+    for pairing in comparison.pairings:
+        parts += [
+            "",
+            f"## {pairing.other.label} against {comparison.baseline.label}",
+            "",
+            table(*config_rows(comparison, pairing)),
+        ]
+    parts += ["", *[f"- {line}" for line in notes(comparison)], ""]
+    return "\n".join(parts)
+
+
+def to_csv(comparison: Comparison) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["baseline", "other", "configuration", "repeats_baseline", "repeats_other",
+                     *(f"{m}_{side}" for m in TIMINGS for side in ("baseline", "other")),
+                     *(f"{m}_speedup{suffix}" for m in TIMINGS for suffix in ("", "_ci95_low", "_ci95_high")),
+                     "cost_ratio"])  # fmt: skip
+    for pairing in comparison.pairings:
+        for row in pairing.rows:
+            times = [side[m] for m in TIMINGS for side in (row.baseline, row.other)]
+            ratios = [getattr(row.speedup[m], part) for m in TIMINGS for part in ("value", "low", "high")]
+            ids = [comparison.baseline.run_id, pairing.other.run_id]
+            writer.writerow([*ids, row.key, *row.repeats, *times, *ratios, row.cost_ratio])
+    return buffer.getvalue()
+
+
+def render(comparison: Comparison, fmt: str) -> str:
+    if fmt == "markdown":
+        return markdown(comparison)
+    if fmt == "csv":
+        return to_csv(comparison)
+    if fmt == "json":
+        return json.dumps(comparison.to_dict(), indent=1, default=str)
+    raise ValueError(fmt)
+
+
+def print_table(console, comparison: Comparison) -> None:
+    from rich.table import Table
+
+    def rich_table(title, headers, rows):
+        table = Table(title=title)
+        for i, header in enumerate(headers):
+            table.add_column(header, justify="left" if i == 0 else "right")
+        for row in rows:
+            table.add_row(*row)
+        return table
+
+    console.print(rich_table(f"{comparison.experiment}: whole searches", *search_rows(comparison)))
+    for pairing in comparison.pairings:
+        console.print(
+            rich_table(f"{pairing.other.label} against {comparison.baseline.label}", *config_rows(comparison, pairing))
+        )
+    for line in notes(comparison):
+        console.print(line, highlight=False)
+
+
+def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
+    """Writes the PNGs it can (a heatmap needs two grid axes); returns name -> path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = {}
+
+    labels = [s.label for s in comparison.searches]
+    time = [f.relative_time or 0 for f in comparison.figures]
+    cost = [f.relative_cost or 0 for f in comparison.figures]
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.6 * len(labels)))
+    y = range(len(labels))
+    ax.barh([i + 0.2 for i in y], time, height=0.4, label="relative time (makespan)")
+    ax.barh([i - 0.2 for i in y], cost, height=0.4, label="relative cost")
+    ax.set_yticks(list(y), labels)
+    ax.axvline(1, color="grey", linewidth=0.8)
+    ax.set_xlabel(f"relative to {comparison.baseline.label} (lower is better)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_title(f"{comparison.experiment}: whole search")
+    fig.tight_layout()
+    written["plots/relative_time_cost.png"] = directory / "relative_time_cost.png"
+    fig.savefig(written["plots/relative_time_cost.png"], dpi=110)
+    plt.close(fig)
+
+    pairing = comparison.pairings[0]
+    rows = pairing.rows
+    if rows:
+        fig, ax = plt.subplots(figsize=(8, 1.5 + 0.35 * len(rows)))
+        series = ((0.15, "steady_epoch_s", "steady-state epoch", "o"), (-0.15, "trial_wall_s", "trial wall", "s"))
+        for offset, metric, name, marker in series:
+            ratios = [r.speedup[metric] for r in rows]
+            lows = [r.value - (r.low if r.low is not None else r.value) for r in ratios]
+            highs = [(r.high if r.high is not None else r.value) - r.value for r in ratios]
+            positions = [i + offset for i in range(len(rows))]
+            values = [r.value for r in ratios]
+            ax.errorbar(values, positions, xerr=[lows, highs], fmt=marker, capsize=3, label=name)
+        ax.set_yticks(range(len(rows)), [r.key for r in rows], fontsize=7)
+        ax.axvline(1, color="grey", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("speedup = baseline time / other time (95% CI where repeated; 1 = no difference)")
+        ax.set_title(f"{pairing.other.label}\nagainst {comparison.baseline.label}", fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        written["plots/speedup_per_config.png"] = directory / "speedup_per_config.png"
+        fig.savefig(written["plots/speedup_per_config.png"], dpi=110)
+        plt.close(fig)
+
+    axes = [a for a in sorted({k for r in rows for k in r.config}) if len({r.config.get(a) for r in rows}) > 1]
+    if len(axes) >= 2:
+        x_axis, y_axis = axes[0], axes[1]
+        xs = sorted({r.config[x_axis] for r in rows}, key=_sort_key)
+        ys = sorted({r.config[y_axis] for r in rows}, key=_sort_key)
+        grid = [[geometric_mean([r.speedup["steady_epoch_s"].value for r in rows
+                                 if r.config[x_axis] == x and r.config[y_axis] == yv]) or float("nan")
+                 for x in xs] for yv in ys]  # fmt: skip
+        fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(xs), 1.4 + 0.7 * len(ys)))
+        image = ax.imshow(grid, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(xs)), xs)
+        ax.set_yticks(range(len(ys)), ys)
+        ax.set_xlabel(x_axis)
+        ax.set_ylabel(y_axis)
+        for i, row in enumerate(grid):
+            for j, value in enumerate(row):
+                ax.text(j, i, f"{value:.2g}x", ha="center", va="center", color="white", fontsize=8)
+        others = [a for a in axes[2:]]
+        ax.set_title(
+            "steady-state speedup" + (f" (geometric mean over {', '.join(others)})" if others else ""), fontsize=9
+        )
+        fig.colorbar(image, ax=ax)
+        fig.tight_layout()
+        written["plots/speedup_heatmap.png"] = directory / "speedup_heatmap.png"
+        fig.savefig(written["plots/speedup_heatmap.png"], dpi=110)
+        plt.close(fig)
+    return written
+
+
+def _sort_key(value: str):
+    try:
+        return (0, float(value))
+    except ValueError:
+        return (1, value)
