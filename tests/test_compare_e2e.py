@@ -1,0 +1,125 @@
+"""Compare end to end: two real `digits` searches, the comparison in MLflow, the UI in a real browser."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_search import runs_of
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(os.environ.get("GRIDBENCH_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
+
+
+def gridbench(*args, cwd):
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", *args], capture_output=True, text=True, timeout=900, cwd=cwd
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """Two CPU searches of digits (1 and 2 cores per trial) and their comparison, as JSON."""
+    directory = tmp_path_factory.mktemp("compare")
+    store = f"sqlite:///{directory / 'mlflow.db'}"
+    for cores in ("1", "2"):
+        gridbench("search", "digits", "--cpus-per-trial", cores, "--set", "epochs=3", "--tracking-uri", store,
+                  cwd=directory)  # fmt: skip
+    _, parents, _ = runs_of(store, "digits")
+    ids = [r.info.run_id for r in sorted(parents, key=lambda r: r.data.tags["cpus_per_trial"])]
+    result = gridbench("compare", *ids, "--format", "json", "--tracking-uri", store, cwd=directory)
+    return store, ids, json.loads(result.stdout)
+
+
+def test_the_whole_search_speedup_is_the_ratio_of_the_makespans_in_mlflow(compared):
+    store, (one_core, two_cores), document = compared
+    client, parents, children = runs_of(store, "digits")
+    makespan = {r.info.run_id: r.data.metrics["makespan_s"] for r in parents if r.info.run_id in (one_core, two_cores)}
+    (pairing,) = document["pairings"]
+    assert pairing["makespan_speedup"] == pytest.approx(makespan[one_core] / makespan[two_cores], rel=1e-12)
+    assert document["baseline"] == one_core and pairing["other"] == two_cores
+    assert len(pairing["configurations"]) == 4  # every configuration paired
+    assert all(c["repeats"] == [1, 1] for c in pairing["configurations"].values())
+
+
+def test_the_comparison_is_its_own_run_with_plots_tables_and_links(compared):
+    store, ids, document = compared
+    client, parents, _ = runs_of(store, "digits")
+    (comparison,) = [r for r in parents if r.data.tags.get("gridbench.kind") == "comparison"]
+    assert comparison.data.tags["compare.runs"] == ",".join(ids)
+    assert comparison.data.metrics["makespan_speedup"] == pytest.approx(document["pairings"][0]["makespan_speedup"])
+    artifacts = {a.path for a in client.list_artifacts(comparison.info.run_id)}
+    assert {"comparison.json", "comparison.md", "comparison.csv", "plots"} <= artifacts
+    plots = {a.path for a in client.list_artifacts(comparison.info.run_id, "plots")}
+    assert plots == {
+        f"plots/{name}" for name in ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png")
+    }
+    for search_run in (r for r in parents if r.info.run_id in ids):
+        assert search_run.data.tags["gridbench.compared_in"] == comparison.info.run_id
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1500,1000", "--virtual-time-budget=30000"]  # fmt: skip
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("GRIDBENCH_REQUIRE_BROWSER"):
+            pytest.fail("chromium is required here (GRIDBENCH_REQUIRE_BROWSER) but not installed")
+        pytest.skip("no chromium (apt-get install chromium)")
+    return path
+
+
+def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared, tmp_path):
+    import requests
+
+    browser = chromium()
+    store, ids, _ = compared
+    client, parents, _ = runs_of(store, "digits")
+    (comparison,) = [r for r in parents if r.data.tags.get("gridbench.kind") == "comparison"]
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "gridbench", "ui", "--port", "0", "--tracking-uri", store, "--experiment", "digits"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        line = ""
+        deadline = time.monotonic() + 180
+        while "MLflow UI" not in line and time.monotonic() < deadline:
+            line = ui.stdout.readline() or line
+        url = re.search(r"http://127\.0\.0\.1:\d+/#/experiments/\d+/runs", line).group(0)
+
+        profile = tmp_path / "chromium"
+        dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=180).stdout  # fmt: skip
+        text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style).*?</\1>", "", dom, flags=re.S)))
+        assert text.count("digits cpu tensorflow") >= 2, text[:2000]  # both searches' parent runs
+        assert comparison.info.run_name in text
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        screenshot = ARTIFACTS / "mlflow-ui-runs.png"
+        subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={screenshot}", url],
+                       capture_output=True, timeout=180, check=True)  # fmt: skip
+        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+        base = url.split("/#/")[0]
+        for name in ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png"):
+            served = requests.get(
+                f"{base}/get-artifact", params={"path": f"plots/{name}", "run_uuid": comparison.info.run_id}, timeout=30
+            )
+            assert served.status_code == 200 and served.content[:8] == b"\x89PNG\r\n\x1a\n", name
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
