@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 
 from gridbench.errors import UserError
 from gridbench.workloads import BACKENDS, default_backend
@@ -150,7 +151,9 @@ def _search(args: argparse.Namespace) -> int:
     results = []
     for plan in plans:
         _print_plan(console, plan)
-        result = run_search(plan, observer=SearchProgress(console, spec.metric))
+        # A later search of --device both was asked for when the one before it ended.
+        requested_at = time.time() if results else None
+        result = run_search(plan, observer=SearchProgress(console, spec.metric), requested_at=requested_at)
         print_search(console, result)
         results.append(result)
     if args.device == "both":

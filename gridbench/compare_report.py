@@ -235,7 +235,7 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
                 ax.text(j, i, f"{value:.2g}x", ha="center", va="center", color="white", fontsize=8)
         others = [a for a in axes[2:]]
         ax.set_title(
-            "steady-state speedup" + (f" (geometric mean over {', '.join(others)})" if others else ""), fontsize=9
+            "steady-state speedup" + (f"\n(geometric mean over {', '.join(others)})" if others else ""), fontsize=9
         )
         fig.colorbar(image, ax=ax)
         fig.tight_layout()

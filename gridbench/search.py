@@ -160,8 +160,13 @@ def run_search(
     plan: SearchPlan,
     observer: SearchObserver | None = None,
     runner: TrialRunner = run_trial,
+    requested_at: float | None = None,
 ) -> SearchResult:
-    """Runs the planned search; `observer` (gridbench.report.SearchProgress) hears of each trial."""
+    """Runs the planned search; `observer` (gridbench.report.SearchProgress) hears of each trial.
+
+    `requested_at` (Unix time) is when the user asked for this search, for its time
+    to first trial; by default the command's start (this process's creation).
+    """
     spec, options = plan.spec, plan.options
     _quiet_ray()
     import ray
@@ -275,7 +280,7 @@ def run_search(
         finished = [t for t in trials if t.finished]
         values = [t.metrics[spec.metric] for t in finished if spec.metric in t.metrics]
         best = (max if spec.mode == "max" else min)(values) if values else None
-        process_start = _process_start_time()
+        process_start = requested_at if requested_at is not None else _process_start_time()
         summary = SearchSummary(
             trials_total=plan.trials_total,
             trials_finished=len(finished),
