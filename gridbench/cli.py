@@ -153,7 +153,8 @@ def _search(args: argparse.Namespace) -> int:
         _print_plan(console, plan)
         # A later search of --device both was asked for when the one before it ended.
         requested_at = time.time() if results else None
-        result = run_search(plan, observer=SearchProgress(console, spec.metric), requested_at=requested_at)
+        progress = SearchProgress(console, spec.metric, plan.spec.workload.train_metric)
+        result = run_search(plan, observer=progress, requested_at=requested_at)
         print_search(console, result)
         results.append(result)
     if args.device == "both":
@@ -186,7 +187,7 @@ def _print_plan(console, plan) -> None:
     gpus = f", {plan.gpus_per_trial:g} GPU(s) per trial on {plan.gpus} GPU(s)" if plan.gpus else ""
     console.print(
         f"{spec.name}: {spec.grid_size} configurations x {spec.repeats} repeat(s) = {plan.trials_total} trials "
-        f"on {options.device} ({options.backend}), {plan.cpus_per_trial} CPU(s) per trial{gpus}, "
+        f"on {options.device} ({plan.backend}), {plan.cpus_per_trial} CPU(s) per trial{gpus}, "
         f"up to {plan.concurrency} at once; store {plan.tracking_uri}"
     )
 
@@ -244,7 +245,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
             suffix = "" if len(comparison.pairings) == 1 else f"_{i}"
             for key, value in (
                 ("makespan_speedup", pairing.makespan_speedup),
-                ("geomean_steady_speedup", pairing.geomean_speedup["steady_epoch_s"]),
+                ("geomean_train_speedup", pairing.geomean_speedup[comparison.timings[0]]),
                 ("geomean_wall_speedup", pairing.geomean_speedup["trial_wall_s"]),
                 ("relative_cost", comparison.figures[i].relative_cost),
                 ("configs_cpu_faster", float(len(pairing.cpu_faster))),

@@ -23,7 +23,12 @@ from gridbench.prices import PriceTable
 MUST_MATCH = ("spec.name", "dataset", "model", "backend", "metric")
 # Facts worth showing when they differ; they are what the comparison is about, or context.
 ENVIRONMENT = ("device", "host", "cpu.model", "cpu.cores_usable", "gpu.count", "gpu.0.name", "gpu.0.driver")
-TIMINGS = ("steady_epoch_s", "trial_wall_s")
+WALL = "trial_wall_s"
+
+
+def timings(search: SearchRun) -> tuple[str, str]:
+    """The training-time metric its workload reports (steady_epoch_s, fit_s), and the trial's wall time."""
+    return (search.tags.get("timing.train", "steady_epoch_s"), WALL)
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ class ConfigRow:
     key: str
     config: Mapping[str, str]
     repeats: tuple[int, int]  # finished repeats in the baseline and the other search
-    baseline: Mapping[str, float]  # geometric means of TIMINGS
+    baseline: Mapping[str, float]  # geometric means of each of the comparison's timings
     other: Mapping[str, float]
     speedup: Mapping[str, Ratio]  # per timing
     cost_ratio: float | None  # baseline cost / other cost for training this configuration once
@@ -176,6 +181,7 @@ class Comparison:
     pairings: tuple[Pairing, ...]
     mismatches: tuple[str, ...]
     environment_differences: tuple[str, ...]
+    timings: tuple[str, str] = ("steady_epoch_s", WALL)  # training-time metric, wall-time metric
     prices: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -188,6 +194,7 @@ class Comparison:
             "metric": self.metric,
             "mode": self.mode,
             "target": self.target,
+            "timings": list(self.timings),
             "baseline": self.baseline.run_id,
             "searches": [
                 {
@@ -246,10 +253,10 @@ def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tup
     return mismatches, differences
 
 
-def _finished_by_config(search: SearchRun) -> dict[str, list[TrialRun]]:
+def _finished_by_config(search: SearchRun, metrics: tuple[str, str]) -> dict[str, list[TrialRun]]:
     by_key: dict[str, list[TrialRun]] = {}
     for trial in search.trials:
-        if trial.finished and all(trial.metrics.get(m, 0) > 0 for m in TIMINGS):
+        if trial.finished and all(trial.metrics.get(m, 0) > 0 for m in metrics):
             by_key.setdefault(trial.key, []).append(trial)
     return by_key
 
@@ -312,17 +319,18 @@ def compare(
         )
 
     pairings = []
-    base_trials = _finished_by_config(base)
+    measured = timings(base)
+    base_trials = _finished_by_config(base, measured)
     base_trial_price = _trial_price(base, prices)
     for other in searches[1:]:
-        other_trials = _finished_by_config(other)
+        other_trials = _finished_by_config(other, measured)
         other_trial_price = _trial_price(other, prices)
         rows = []
         for key in sorted(set(base_trials) & set(other_trials)):
             a, b = base_trials[key], other_trials[key]
-            speedup = {m: ratio_with_interval([t.metrics[m] for t in a], [t.metrics[m] for t in b]) for m in TIMINGS}
-            means_a = {m: geometric_mean([t.metrics[m] for t in a]) for m in TIMINGS}
-            means_b = {m: geometric_mean([t.metrics[m] for t in b]) for m in TIMINGS}
+            speedup = {m: ratio_with_interval([t.metrics[m] for t in a], [t.metrics[m] for t in b]) for m in measured}
+            means_a = {m: geometric_mean([t.metrics[m] for t in a]) for m in measured}
+            means_b = {m: geometric_mean([t.metrics[m] for t in b]) for m in measured}
             cost_ratio = None
             if base_trial_price and other_trial_price:
                 cost_ratio = (means_a["trial_wall_s"] * base_trial_price) / (
@@ -346,7 +354,7 @@ def compare(
                 rows=tuple(rows),
                 only_in_baseline=tuple(sorted(set(base_trials) - set(other_trials))),
                 only_in_other=tuple(sorted(set(other_trials) - set(base_trials))),
-                geomean_speedup={m: geometric_mean([r.speedup[m].value for r in rows]) for m in TIMINGS},
+                geomean_speedup={m: geometric_mean([r.speedup[m].value for r in rows]) for m in measured},
                 makespan_speedup=base_makespan / other_makespan if base_makespan and other_makespan else None,
                 cpu_faster=tuple(cpu_faster),
                 cpu_cheaper=tuple(cpu_cheaper),
@@ -362,5 +370,6 @@ def compare(
         pairings=tuple(pairings),
         mismatches=tuple(mismatches),
         environment_differences=tuple(dict.fromkeys(differences)),
+        timings=measured,
         prices=prices.describe([s.tags for s in searches]),
     )

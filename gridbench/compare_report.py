@@ -8,9 +8,18 @@ import json
 import math
 from pathlib import Path
 
-from gridbench.compare import TIMINGS, Comparison, Pairing, Ratio, geometric_mean
+from gridbench.compare import Comparison, Pairing, Ratio, geometric_mean
 
 FORMATS = ("table", "markdown", "csv", "json")
+# Training-time metrics as tables and plots name them: (column, adjective).
+TRAIN_LABELS = {"steady_epoch_s": ("steady s/epoch", "steady-state"), "fit_s": ("fit s", "training")}
+
+
+def _train_label(comparison: Comparison) -> tuple[str, str]:
+    metric = comparison.timings[0]
+    return TRAIN_LABELS.get(metric, (metric, metric))
+
+
 PLOTS = ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png")
 
 
@@ -43,19 +52,20 @@ def search_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
 
 
 def config_rows(comparison: Comparison, pairing: Pairing) -> tuple[list[str], list[list[str]]]:
-    headers = ["configuration", "repeats", "steady s/epoch (base, other)", "steady speedup [95% CI]",
+    train, (column, adjective) = comparison.timings[0], _train_label(comparison)
+    headers = ["configuration", "repeats", f"{column} (base, other)", f"{adjective} speedup [95% CI]",
                "trial wall s (base, other)", "wall speedup [95% CI]", "cost ratio"]  # fmt: skip
     rows = []
     for row in pairing.rows:
         rows.append(
             [row.key, f"{row.repeats[0]}, {row.repeats[1]}",
-             f"{_num(row.baseline['steady_epoch_s'])}, {_num(row.other['steady_epoch_s'])}",
-             _ratio(row.speedup["steady_epoch_s"]),
+             f"{_num(row.baseline[train])}, {_num(row.other[train])}",
+             _ratio(row.speedup[train]),
              f"{_num(row.baseline['trial_wall_s'])}, {_num(row.other['trial_wall_s'])}",
              _ratio(row.speedup["trial_wall_s"]), _num(row.cost_ratio)]
         )  # fmt: skip
     rows.append(
-        ["geometric mean", "", "", f"{_num(pairing.geomean_speedup['steady_epoch_s'])}x", "",
+        ["geometric mean", "", "", f"{_num(pairing.geomean_speedup[train])}x", "",
          f"{_num(pairing.geomean_speedup['trial_wall_s'])}x", ""]
     )  # fmt: skip
     return headers, rows
@@ -67,8 +77,9 @@ def notes(comparison: Comparison) -> list[str]:
         other = pairing.other.label
         lines.append(
             f"{other} against {comparison.baseline.label}: whole-search speedup {_num(pairing.makespan_speedup)}x "
-            f"(makespan ratio); per configuration, geometric mean {_num(pairing.geomean_speedup['steady_epoch_s'])}x "
-            f"steady-state, {_num(pairing.geomean_speedup['trial_wall_s'])}x trial wall time"
+            f"(makespan ratio); per configuration, geometric mean "
+            f"{_num(pairing.geomean_speedup[comparison.timings[0]])}x {_train_label(comparison)[1]}, "
+            f"{_num(pairing.geomean_speedup['trial_wall_s'])}x trial wall time"
         )
         if pairing.cpu_faster:
             lines.append(f"CPU faster (trial wall time) for: {'; '.join(pairing.cpu_faster)}")
@@ -123,14 +134,14 @@ def markdown(comparison: Comparison) -> str:
 def to_csv(comparison: Comparison) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["baseline", "other", "configuration", "repeats_baseline", "repeats_other",
-                     *(f"{m}_{side}" for m in TIMINGS for side in ("baseline", "other")),
-                     *(f"{m}_speedup{suffix}" for m in TIMINGS for suffix in ("", "_ci95_low", "_ci95_high")),
+    times = [f"{m}_{side}" for m in comparison.timings for side in ("baseline", "other")]
+    ratios = [f"{m}_speedup{suffix}" for m in comparison.timings for suffix in ("", "_ci95_low", "_ci95_high")]
+    writer.writerow(["baseline", "other", "configuration", "repeats_baseline", "repeats_other", *times, *ratios,
                      "cost_ratio"])  # fmt: skip
     for pairing in comparison.pairings:
         for row in pairing.rows:
-            times = [side[m] for m in TIMINGS for side in (row.baseline, row.other)]
-            ratios = [getattr(row.speedup[m], part) for m in TIMINGS for part in ("value", "low", "high")]
+            times = [side[m] for m in comparison.timings for side in (row.baseline, row.other)]
+            ratios = [getattr(row.speedup[m], part) for m in comparison.timings for part in ("value", "low", "high")]
             ids = [comparison.baseline.run_id, pairing.other.run_id]
             writer.writerow([*ids, row.key, *row.repeats, *times, *ratios, row.cost_ratio])
     return buffer.getvalue()
@@ -197,7 +208,8 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
     rows = pairing.rows
     if rows:
         fig, ax = plt.subplots(figsize=(8, 1.5 + 0.35 * len(rows)))
-        series = ((0.15, "steady_epoch_s", "steady-state epoch", "o"), (-0.15, "trial_wall_s", "trial wall", "s"))
+        train, adjective = comparison.timings[0], _train_label(comparison)[1]
+        series = ((0.15, train, f"{adjective} time", "o"), (-0.15, "trial_wall_s", "trial wall", "s"))
         for offset, metric, name, marker in series:
             ratios = [r.speedup[metric] for r in rows]
             lows = [r.value - (r.low if r.low is not None else r.value) for r in ratios]
@@ -221,7 +233,7 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
         x_axis, y_axis = axes[0], axes[1]
         xs = sorted({r.config[x_axis] for r in rows}, key=_sort_key)
         ys = sorted({r.config[y_axis] for r in rows}, key=_sort_key)
-        grid = [[geometric_mean([r.speedup["steady_epoch_s"].value for r in rows
+        grid = [[geometric_mean([r.speedup[comparison.timings[0]].value for r in rows
                                  if r.config[x_axis] == x and r.config[y_axis] == yv]) or float("nan")
                  for x in xs] for yv in ys]  # fmt: skip
         fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(xs), 1.4 + 0.7 * len(ys)))
@@ -233,10 +245,8 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
         for i, row in enumerate(grid):
             for j, value in enumerate(row):
                 ax.text(j, i, f"{value:.2g}x", ha="center", va="center", color="white", fontsize=8)
-        others = [a for a in axes[2:]]
-        ax.set_title(
-            "steady-state speedup" + (f"\n(geometric mean over {', '.join(others)})" if others else ""), fontsize=9
-        )
+        others = f"\n(geometric mean over {', '.join(axes[2:])})" if axes[2:] else ""
+        ax.set_title(f"{_train_label(comparison)[1]} speedup{others}", fontsize=9)
         fig.colorbar(image, ax=ax)
         fig.tight_layout()
         written["plots/speedup_heatmap.png"] = directory / "speedup_heatmap.png"

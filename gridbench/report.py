@@ -23,11 +23,36 @@ if TYPE_CHECKING:
     from gridbench.search import SearchResult
 
 
+# The timing columns of the results table, by the workload's training-time metric: (header, metric, digits).
+TIMING_COLUMNS = {
+    "steady_epoch_s": (
+        ("setup s", "setup_s", 3),
+        ("warm-up s", "warmup_epoch_s", 3),
+        ("steady s/epoch", "steady_epoch_s", 4),
+        ("± sd", "steady_epoch_std_s", 2),
+        ("samples/s", "samples_per_s", 3),
+        ("eval s", "eval_s", 3),
+        ("wall s", "trial_wall_s", 3),
+    ),
+    "fit_s": (
+        ("setup s*", "setup_s", 3),
+        ("warm-up s*", "warmup_s", 3),
+        ("gram s*", "gram_s", 3),
+        ("gram TFLOP/s", "gram_tflops", 3),
+        ("solve s", "solve_s", 3),
+        ("fit s", "fit_s", 4),
+        ("eval s", "eval_s", 3),
+        ("wall s", "trial_wall_s", 3),
+    ),
+}
+
+
 class SearchProgress:
     """A progress bar (trials done/total, elapsed, ETA) and one line per finished trial."""
 
-    def __init__(self, console: Console, metric: str):
+    def __init__(self, console: Console, metric: str, train_metric: str = "steady_epoch_s"):
         self.metric = metric
+        self.train_metric = train_metric
         self.progress = Progress(
             TextColumn("[bold]trials"),
             BarColumn(),
@@ -55,10 +80,13 @@ class SearchProgress:
         self.running = max(0, self.running - 1)
         if record.finished:
             m = record.metrics
+            if self.train_metric == "steady_epoch_s":
+                timing = f"steady {_fmt(m.get('steady_epoch_s'))} s/epoch, warm-up {_fmt(m.get('warmup_epoch_s'))} s"
+            else:
+                timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             self.progress.console.print(
                 f"[green]done[/] {record.key} #{record.repeat}: {self.metric} {_fmt(m.get(self.metric))}, "
-                f"steady {_fmt(m.get('steady_epoch_s'))} s/epoch, warm-up {_fmt(m.get('warmup_epoch_s'))} s, "
-                f"wall {_fmt(m.get('trial_wall_s'))} s on {record.tags.get('device.actual', '?')}"
+                f"{timing}, wall {_fmt(m.get('trial_wall_s'))} s on {record.tags.get('device.actual', '?')}"
             )
         else:
             self.failed += 1
@@ -98,7 +126,8 @@ def trials_table(result: SearchResult) -> Table:
         table.add_column(axis, justify="right")
     if spec.repeats > 1:
         table.add_column("repeat", justify="right")
-    for column in (spec.metric, "setup s", "warm-up s", "steady s/epoch", "± sd", "samples/s", "eval s", "wall s"):
+    columns = TIMING_COLUMNS[spec.workload.train_metric]
+    for column in (spec.metric, *(header for header, _, _ in columns)):
         table.add_column(column, justify="right")
     table.add_column("device")
     for rank, trial in enumerate(finished, start=1):
@@ -106,17 +135,8 @@ def trials_table(result: SearchResult) -> Table:
         row = [str(rank), *(str(trial.config.get(a, "")) for a in axes)]
         if spec.repeats > 1:
             row.append(str(trial.repeat))
-        row += [
-            _fmt(m.get(spec.metric)),
-            _fmt(m.get("setup_s"), 3),
-            _fmt(m.get("warmup_epoch_s"), 3),
-            _fmt(m.get("steady_epoch_s"), 4),
-            _fmt(m.get("steady_epoch_std_s"), 2),
-            _fmt(m.get("samples_per_s"), 3),
-            _fmt(m.get("eval_s"), 3),
-            _fmt(m.get("trial_wall_s"), 3),
-            trial.tags.get("device.actual", "?"),
-        ]
+        row += [_fmt(m.get(spec.metric)), *(_fmt(m.get(key), digits) for _, key, digits in columns)]
+        row.append(trial.tags.get("device.actual", "?"))
         table.add_row(*row)
     return table
 
@@ -124,6 +144,13 @@ def trials_table(result: SearchResult) -> Table:
 def print_search(console: Console, result: SearchResult) -> None:
     s = result.summary
     console.print(trials_table(result))
+    inner = result.plan.spec.workload.inner_axis
+    if inner:
+        console.print(
+            f"* shared by the configurations trained together in one trial (every {inner} of a group); "
+            f"fit s = own solve + an equal part of the shared Gram and factorisation; "
+            f"wall s = an equal part of the trial's wall time"
+        )
     for trial in result.trials:
         if not trial.finished:
             console.print(f"[red]FAILED[/] {trial.key} #{trial.repeat}: {trial.error}")

@@ -63,15 +63,29 @@ class SearchPlan:
     options: SearchOptions
     tracking_uri: str
     data: datasets.DataSource
+    backend: str  # the Keras backend, or what a non-Keras workload computes with
     cpus_per_trial: int
     gpus_per_trial: float  # 0 on CPU
     gpus: int  # GPUs Ray may hand out; 0 on CPU
     trials_total: int
 
     @property
+    def inner_values(self) -> tuple:
+        """The values of the workload's inner axis, which each Ray trial trains together."""
+        inner = self.spec.workload.inner_axis
+        if inner is None:
+            return ()
+        return tuple(self.spec.grid[inner]) if inner in self.spec.grid else (self.spec.params[inner],)
+
+    @property
+    def trial_groups(self) -> int:
+        """Ray trials: configurations x repeats, less those trained together in one trial."""
+        return self.trials_total // max(1, len(self.inner_values))
+
+    @property
     def concurrency(self) -> int:
         """Trials this machine's resources allow at once (the Ray cluster's, for a local one)."""
-        allowed = min(environment.usable_cores() // self.cpus_per_trial, self.trials_total)
+        allowed = min(environment.usable_cores() // self.cpus_per_trial, self.trial_groups)
         if self.gpus:
             allowed = min(allowed, placement.gpu_slots(self.gpus, self.gpus_per_trial))
         if self.options.max_concurrent:
@@ -94,13 +108,20 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
     if options.backend not in BACKENDS:
         raise UserError(f"--backend (or KERAS_BACKEND) must be one of {', '.join(BACKENDS)}, got {options.backend!r}")
-    if importlib.util.find_spec(BACKENDS[options.backend]) is None:
+    workload = spec.workload
+    backend = options.backend if workload.framework == "keras" else workload.framework
+    if workload.framework != "keras":
+        if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
+            raise UserError(f"model {workload.name} on --device gpu needs CuPy (pip install cupy-cuda13x)")
+    elif importlib.util.find_spec(BACKENDS[options.backend]) is None:
         extra = "" if options.backend == "tensorflow" else f" (pip install 'gridbench[{options.backend}]')"
         raise UserError(f"backend {options.backend} is not installed{extra}; or choose another --backend")
-    spec = spec.for_backend(options.backend)
+    spec = spec.for_backend(backend)
     if options.max_concurrent is not None and options.max_concurrent <= 0:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     trials_total = spec.grid_size * spec.repeats
+    inner = workload.inner_axis
+    ray_trials = trials_total // len(spec.grid.get(inner, (1,))) if inner else trials_total
     gpus, gpus_per_trial = 0, 0.0
     if options.device == "gpu":
         gpus_per_trial = placement.check_gpus_per_trial(
@@ -115,7 +136,7 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     if cpus is None:
         # One trial at a time gets every core; trials packed on GPUs share them evenly.
         slots = placement.gpu_slots(gpus, gpus_per_trial) if gpus else 1
-        cpus = max(1, cores // min(slots, trials_total, options.max_concurrent or slots))
+        cpus = max(1, cores // min(slots, ray_trials, options.max_concurrent or slots))
     if cpus <= 0:
         raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
     if cpus > cores:
@@ -130,6 +151,7 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         options=options,
         tracking_uri=tracking_uri,
         data=data,
+        backend=backend,
         cpus_per_trial=cpus,
         gpus_per_trial=gpus_per_trial,
         gpus=gpus,
@@ -204,16 +226,18 @@ def run_search(
             params=dict(spec.params),
             data=plan.data,
             device=options.device,
-            backend=options.backend,
+            backend=plan.backend,
             cpus=plan.cpus_per_trial,
             seed=spec.seed,
             gpus_per_trial=plan.gpus_per_trial,
+            inner_axis=spec.workload.inner_axis,
+            inner_values=plan.inner_values,
             compile_cache_dir=os.path.join(storage, "jax-cache") if options.compile_cache else None,
         )
         parent_tags = {
             **env,
             "device": options.device,
-            "backend": options.backend,
+            "backend": plan.backend,
             "spec.name": spec.name,
             "spec.hash": spec.spec_hash,
             "spec.source": spec.source,
@@ -222,6 +246,7 @@ def run_search(
             "model": spec.model,
             "metric": spec.metric,
             "metric.mode": spec.mode,
+            "timing.train": spec.workload.train_metric,
             "metric.target": "" if spec.target is None else f"{spec.target:g}",
             "command": options.command_line or shlex.join(sys.argv),
             "cpus_per_trial": str(plan.cpus_per_trial),
@@ -229,10 +254,10 @@ def run_search(
             "gpus_used": str(plan.gpus),
             "trials_per_gpu": str(placement.trials_per_gpu(plan.gpus_per_trial)) if plan.gpus else "0",
             "gridbench.kind": "search",
-            "compile_cache": "per search" if options.compile_cache and options.backend == "jax" else "off",
+            "compile_cache": "per search" if options.compile_cache and plan.backend == "jax" else "off",
         }
         recorder.start(
-            run_name=f"{spec.name} {options.device} {options.backend} "
+            run_name=f"{spec.name} {options.device} {plan.backend} "
             + (f"{plan.gpus_per_trial:g} GPU/trial" if plan.gpus else f"{plan.cpus_per_trial} CPU/trial"),
             params={
                 **spec.params,
@@ -246,15 +271,21 @@ def run_search(
         trial_params = {**spec.params, "seed": spec.seed, "dataset": spec.dataset, "model": spec.model}
         trial_tags = {
             "device": options.device,
-            "backend": options.backend,
+            "backend": plan.backend,
             "compile_cache": parent_tags["compile_cache"],
             "gridbench.kind": "trial",
         }
-        callback = RecordingCallback(recorder, trial_params, trial_tags, observer)
+        callback = RecordingCallback(
+            recorder, trial_params, trial_tags, observer, inner=(spec.workload.inner_axis, plan.inner_values)
+        )
         if observer is not None:
             observer.start(plan.trials_total)
 
-        param_space = {axis: tune.grid_search(list(values)) for axis, values in sorted(spec.grid.items())}
+        param_space = {
+            axis: tune.grid_search(list(values))
+            for axis, values in sorted(spec.grid.items())
+            if axis != spec.workload.inner_axis  # trained inside each trial
+        }
         param_space[REPEAT_KEY] = tune.grid_search(list(range(spec.repeats)))
         trainable = tune.with_resources(
             tune.with_parameters(_trainable, context=context, runner=runner),

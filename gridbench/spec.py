@@ -22,7 +22,13 @@ from gridbench.workloads import Value, Workload, get_workload
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
 # Metrics a trial reports that a search can rank by, with their natural direction.
-METRICS = {"test_accuracy": "max", "train_loss": "min", "steady_epoch_s": "min", "trial_wall_s": "min"}
+METRICS = {
+    "test_accuracy": "max",
+    "train_loss": "min",
+    "steady_epoch_s": "min",
+    "fit_s": "min",
+    "trial_wall_s": "min",
+}
 DATASETS = ("digits", "mnist")
 _TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "target", "seed", "repeats", "params", "grid")
 

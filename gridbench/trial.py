@@ -37,6 +37,8 @@ class TrialContext:
     seed: int
     gpus_per_trial: float = 0.0  # the GPU share Ray reserved for each trial; 0 on CPU
     compile_cache_dir: str | None = None  # JAX programs compiled once per search and shared; None: off
+    inner_axis: str | None = None  # a grid axis trained inside each trial (Workload.inner_axis)
+    inner_values: tuple = ()
 
 
 class WorkloadEntry(Protocol):
@@ -78,9 +80,10 @@ def configure_process(context: TrialContext) -> None:
     numbered as NVML numbers them, and takes only its share of their memory.
     """
     threads = str(context.cpus)
+    if context.backend in ("tensorflow", "jax", "torch"):
+        os.environ["KERAS_BACKEND"] = context.backend
     os.environ.update(
         {
-            "KERAS_BACKEND": context.backend,
             "TF_CPP_MIN_LOG_LEVEL": "2",
             "OMP_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads,
@@ -110,6 +113,8 @@ def _matches(requested: str, actual: str) -> bool:
 
 def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any]:
     """Trains one grid point and returns its outcome; failures are returned, not raised."""
+    if context.inner_axis:
+        return run_group_trial(config, context)
     started_at = time.time()
     start = time.perf_counter()
     repeat = int(config.get(REPEAT_KEY, 0))
@@ -167,6 +172,86 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
         outcome["epoch_times"] = list(clock.epochs)
         outcome["tags"].update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": _blas_threads()})
         outcome["tags"].update(session.facts())
+        outcome["status"] = "FINISHED"
+    except Exception as err:
+        outcome["status"] = "FAILED"
+        outcome["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        outcome["traceback"] = traceback.format_exc()
+    outcome["ended_at"] = time.time()
+    outcome["metrics"]["trial_wall_s"] = time.perf_counter() - start
+    return outcome
+
+
+def run_group_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any]:
+    """Trains every value of the workload's inner axis in one trial, sharing what they share.
+
+    The outcome holds one entry per value under "group". Each entry's metrics say
+    what was its own (solve_s, eval_s) and what the group shared (setup_s,
+    warmup_s, gram_s, ...; `shared_by` counts the configurations sharing them);
+    fit_s, its training time, is its own solve plus its equal part of the shared
+    training work, and trial_wall_s its equal part of the group's wall time.
+    """
+    started_at = time.time()
+    start = time.perf_counter()
+    repeat = int(config.get(REPEAT_KEY, 0))
+    hyperparameters = {**context.params, **{k: v for k, v in config.items() if k != REPEAT_KEY}}
+    outcome: dict[str, Any] = {
+        "started_at": started_at,
+        "repeat": repeat,
+        "metrics": {},
+        "tags": {"host": socket.gethostname(), "pid": str(os.getpid()), "device.requested": context.device},
+    }
+    try:
+        configure_process(context)
+        from threadpoolctl import threadpool_limits
+
+        gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
+        if gpus:
+            outcome["tags"].update({"gpu.assigned": ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
+        imported = time.perf_counter()
+        entry = get_workload(context.workload, "trial").load_train()
+        entry.prepare(context)
+        import_s = time.perf_counter() - imported
+        clock = PhaseClock()
+        with threadpool_limits(limits=context.cpus):
+            with clock.phase("setup"):
+                data = datasets.load(context.data, seed=context.seed)
+                session = entry.open_session(hyperparameters, data, context.seed + repeat, context.device)
+                warmup = session.build()
+            actual = session.actual_device()
+            outcome["tags"]["device.actual"] = actual
+            if not _matches(context.device, actual):
+                raise DeviceMismatch(f"requested {context.device} but the workload computed on {actual}")
+            clock.sync = session.sync
+            sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+            with sampler:
+                results = session.fit_grid(context.inner_values, clock)
+        group_wall = time.perf_counter() - start
+        shared_by = len(results)
+        shared = {"import_s": import_s, "setup_s": clock.phases["setup"], **warmup, **session.shared}
+        shared_training = shared.get("gram_s", 0.0) + shared.get("factor_s", 0.0)
+        if gpus:
+            shared.update(sampler.metrics())
+        tags = {**outcome["tags"], "threads.blas": _blas_threads(), **session.facts()}
+        outcome["group"] = [
+            {
+                "value": value,
+                "status": "FINISHED",
+                "started_at": started_at,
+                "ended_at": result.pop("ended_at"),
+                "repeat": repeat,
+                "tags": {**tags, "shared_by": str(shared_by)},
+                "metrics": {
+                    **shared,
+                    **result,
+                    "shared_by": float(shared_by),
+                    "fit_s": result["solve_s"] + shared_training / shared_by,
+                    "trial_wall_s": group_wall / shared_by,
+                    "group_wall_s": group_wall,
+                },
+            }
+            for value, result in zip(context.inner_values, results)
+        ]
         outcome["status"] = "FINISHED"
     except Exception as err:
         outcome["status"] = "FAILED"

@@ -19,8 +19,10 @@ from gridbench.trial import REPEAT_KEY
 class RecordingCallback(tune.Callback):
     """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
 
-    def __init__(self, recorder: SearchRecorder, params, tags, observer):
+    def __init__(self, recorder: SearchRecorder, params, tags, observer, inner=(None, ())):
         self.recorder = recorder
+        # A workload's inner axis: each Tune trial trains all these values and reports one outcome each.
+        self.inner_axis, self.inner_values = inner
         self.params = params
         self.tags = tags
         self.observer = observer
@@ -53,7 +55,16 @@ class RecordingCallback(tune.Callback):
         return {"records": [], "_outcomes": {}, "recorder": None, "observer": None, "params": {}, "tags": {}}
 
     def _record(self, trial, outcome):
-        record = TrialRecord.from_outcome(trial.trial_id, trial.config, outcome)
+        if not self.inner_axis:
+            self._write(TrialRecord.from_outcome(trial.trial_id, trial.config, outcome))
+            return
+        # One record per inner value: its own outcome, or the group's failure for each.
+        parts = outcome.get("group") or [{**outcome, "value": value} for value in self.inner_values]
+        for index, part in enumerate(parts):
+            config = {**trial.config, self.inner_axis: part["value"]}
+            self._write(TrialRecord.from_outcome(f"{trial.trial_id}-{index}", config, part))
+
+    def _write(self, record: TrialRecord) -> None:
         self.records.append(record)
         self.recorder.record_trial(record, self.params, self.tags)
         if self.observer is not None:

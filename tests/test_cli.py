@@ -54,7 +54,7 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["search", "nope"], "unknown experiment 'nope'; known: digits, mnist"),
+        (["search", "nope"], "unknown experiment 'nope'; known: digits, kernels-digits, kernels-mnist, mnist"),
         (["search", "{bad_toml}"], "invalid TOML"),
         (["search", "digits", "--grid", "width=1,2"], "--grid: unknown hyperparameter 'width'"),
         (["search", "digits", "--set", "width=1"], "--set: unknown hyperparameter 'width'"),

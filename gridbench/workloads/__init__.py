@@ -66,6 +66,12 @@ class Workload:
     datasets: tuple[str, ...]
     hyperparameters: tuple[Hyperparameter, ...]
     train: str  # "module" or "module:attribute" (see trial.WorkloadEntry), imported inside a trial only
+    # Keras workloads run on a Keras backend; others name what they compute with.
+    framework: str = "keras"
+    # An axis whose values one trial trains together, sharing work (see trial.run_group_trial).
+    inner_axis: str | None = None
+    # The metric that says how long training took, for comparisons.
+    train_metric: str = "steady_epoch_s"
 
     def hyperparameter(self, name: str, where: str) -> Hyperparameter:
         for hp in self.hyperparameters:
@@ -138,7 +144,25 @@ MLP = Workload(
     train="gridbench.workloads.keras_mlp",
 )
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (MLP,)}
+# RBF kernel ridge classification on NumPy (CPU) or CuPy (GPU): every alpha of a
+# (gamma, train_size, dtype) group shares one trial's Gram matrices.
+KERNEL_RIDGE = Workload(
+    name="kernel_ridge",
+    datasets=("digits", "mnist"),
+    hyperparameters=(
+        Hyperparameter("gamma", float, 0.02, "> 0", _positive),
+        Hyperparameter("alpha", float, 0.1, "> 0", _positive),
+        Hyperparameter("train_size", int, 0, ">= 0 (0: the whole training set)", lambda v: v >= 0),
+        Hyperparameter("dtype", str, "float32", choices=("float32", "float64")),
+        Hyperparameter("solver", str, "auto", choices=("auto", "cholesky", "eigh")),
+    ),
+    train="gridbench.workloads.kernel_ridge",
+    framework="numpy/cupy",
+    inner_axis="alpha",
+    train_metric="fit_s",
+)
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (MLP, KERNEL_RIDGE)}
 
 
 def get_workload(name: str, where: str) -> Workload:
