@@ -129,3 +129,36 @@ def test_a_kernel_search_shares_each_gram_matrix_among_its_alphas_and_says_so(tm
             assert m["trial_wall_s"] == pytest.approx(m["group_wall_s"] / 4)
             assert child.data.tags["device.actual"] == "cpu:0" and child.data.tags["array_module"] == "numpy"
             assert m["test_accuracy"] > 0.9
+
+
+@pytest.mark.slow
+def test_the_scikit_learn_baselines_are_recorded_as_searches_that_compare_pairs(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from test_search import runs_of
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def gridbench(*args):
+        return subprocess.run([sys.executable, "-m", "gridbench", *args, "--tracking-uri", store],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+
+    for estimator in ("svc", "kernel_ridge"):
+        done = gridbench("baseline", "kernels-digits", "--estimator", estimator, "--n-jobs", "1")
+        assert done.returncode == 0, done.stderr
+    _, parents, children = runs_of(store, "kernels-digits")
+    by_backend = {p.data.tags["backend"]: p for p in parents}
+    assert set(by_backend) == {"scikit-learn svc", "scikit-learn kernel_ridge"}
+    assert len(children) == 24 and all(c.data.metrics["fit_s"] > 0 for c in children)
+    svc = [c for c in children if c.data.tags["mlflow.parentRunId"] == by_backend["scikit-learn svc"].info.run_id]
+    assert {(c.data.params["alpha"], c.data.tags["C"]) for c in svc} >= {("0.001", "1000"), ("1.0", "1")}
+
+    ids = [by_backend["scikit-learn svc"].info.run_id, by_backend["scikit-learn kernel_ridge"].info.run_id]
+    refused = gridbench("compare", *ids)
+    assert refused.returncode == 2 and "backend: scikit-learn svc" in refused.stderr
+    allowed = gridbench("compare", *ids, "--allow-mismatch", "--format", "json")
+    assert allowed.returncode == 0, allowed.stderr
+    (pairing,) = json.loads(allowed.stdout)["pairings"]
+    assert len(pairing["configurations"]) == 12  # every configuration paired by its grid point
