@@ -89,6 +89,10 @@ def notes(comparison: Comparison) -> list[str]:
             lines.append(
                 f"not compared (in one search only): {'; '.join(pairing.only_in_baseline + pairing.only_in_other)}"
             )
+            lines.append(
+                "the two grids differ: whole-search figures (makespan, time to target, cost) cover each search's "
+                "own grid, so only the per-configuration figures compare like with like"
+            )
     for search, figures in zip(comparison.searches, comparison.figures):
         if figures.failed:
             lines.append(f"failed trials excluded from {search.label}: {'; '.join(figures.failed)}")
