@@ -112,9 +112,7 @@ def _matches(requested: str, actual: str) -> bool:
 
 
 def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any]:
-    """Trains one grid point and returns its outcome; failures are returned, not raised."""
-    if context.inner_axis:
-        return run_group_trial(config, context)
+    """Trains one grid point (or one group, see _train_group) and returns its outcome; failures are returned."""
     started_at = time.time()
     start = time.perf_counter()
     repeat = int(config.get(REPEAT_KEY, 0))
@@ -127,8 +125,6 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
     }
     try:
         configure_process(context)
-        from threadpoolctl import threadpool_limits
-
         gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
         if gpus:
             outcome["tags"].update({"gpu.assigned": ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
@@ -136,42 +132,8 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
         entry: WorkloadEntry = get_workload(context.workload, "trial").load_train()
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
-        clock = PhaseClock()
-        with threadpool_limits(limits=context.cpus):
-            with clock.phase("setup"):
-                data = datasets.load(context.data, seed=context.seed)
-                session = entry.open_session(hyperparameters, data, seed=context.seed + repeat)
-                session.build()
-            actual = session.actual_device()
-            outcome["tags"]["device.actual"] = actual
-            if not _matches(context.device, actual):
-                raise DeviceMismatch(f"requested {context.device} but {context.backend} placed the model on {actual}")
-            clock.sync = session.sync
-            sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
-            with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
-                fit_metrics = session.fit(clock)
-            if gpus:
-                outcome["metrics"].update(sampler.metrics())
-            with clock.phase("eval"):
-                eval_metrics = session.evaluate()
-        epochs = epoch_summary(clock.epochs)
-        outcome["metrics"].update(
-            {
-                "import_s": import_s,
-                "setup_s": clock.phases["setup"],
-                "fit_s": clock.phases["fit"],
-                # What fit() spends outside its epochs: input pipelines, callbacks, wrappers.
-                "fit_outside_epochs_s": clock.phases["fit"] - sum(clock.epochs),
-                "eval_s": clock.phases["eval"],
-                **epochs,
-                "samples_per_s": session.train_samples / epochs["steady_epoch_s"],
-                **fit_metrics,
-                **eval_metrics,
-            }
-        )
-        outcome["epoch_times"] = list(clock.epochs)
-        outcome["tags"].update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": _blas_threads()})
-        outcome["tags"].update(session.facts())
+        train = _train_group if context.inner_axis else _train_one
+        train(outcome, entry, context, hyperparameters, repeat, gpus, import_s, start)
         outcome["status"] = "FINISHED"
     except Exception as err:
         outcome["status"] = "FAILED"
@@ -182,7 +144,49 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
     return outcome
 
 
-def run_group_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any]:
+def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
+    """One configuration: setup, fit (epochs on a synchronised clock), evaluation."""
+    from threadpoolctl import threadpool_limits
+
+    clock = PhaseClock()
+    with threadpool_limits(limits=context.cpus):
+        with clock.phase("setup"):
+            data = datasets.load(context.data, seed=context.seed)
+            session = entry.open_session(hyperparameters, data, seed=context.seed + repeat)
+            session.build()
+        actual = session.actual_device()
+        outcome["tags"]["device.actual"] = actual
+        if not _matches(context.device, actual):
+            raise DeviceMismatch(f"requested {context.device} but {context.backend} placed the model on {actual}")
+        clock.sync = session.sync
+        sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+        with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
+            fit_metrics = session.fit(clock)
+        if gpus:
+            outcome["metrics"].update(sampler.metrics())
+        with clock.phase("eval"):
+            eval_metrics = session.evaluate()
+    epochs = epoch_summary(clock.epochs)
+    outcome["metrics"].update(
+        {
+            "import_s": import_s,
+            "setup_s": clock.phases["setup"],
+            "fit_s": clock.phases["fit"],
+            # What fit() spends outside its epochs: input pipelines, callbacks, wrappers.
+            "fit_outside_epochs_s": clock.phases["fit"] - sum(clock.epochs),
+            "eval_s": clock.phases["eval"],
+            **epochs,
+            "samples_per_s": session.train_samples / epochs["steady_epoch_s"],
+            **fit_metrics,
+            **eval_metrics,
+        }
+    )
+    outcome["epoch_times"] = list(clock.epochs)
+    outcome["tags"].update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": _blas_threads()})
+    outcome["tags"].update(session.facts())
+
+
+def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
     """Trains every value of the workload's inner axis in one trial, sharing what they share.
 
     The outcome holds one entry per value under "group". Each entry's metrics say
@@ -191,72 +195,45 @@ def run_group_trial(config: Mapping[str, Any], context: TrialContext) -> dict[st
     fit_s, its training time, is its own solve plus its equal part of the shared
     training work, and trial_wall_s its equal part of the group's wall time.
     """
-    started_at = time.time()
-    start = time.perf_counter()
-    repeat = int(config.get(REPEAT_KEY, 0))
-    hyperparameters = {**context.params, **{k: v for k, v in config.items() if k != REPEAT_KEY}}
-    outcome: dict[str, Any] = {
-        "started_at": started_at,
-        "repeat": repeat,
-        "metrics": {},
-        "tags": {"host": socket.gethostname(), "pid": str(os.getpid()), "device.requested": context.device},
-    }
-    try:
-        configure_process(context)
-        from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits
 
-        gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
-        if gpus:
-            outcome["tags"].update({"gpu.assigned": ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
-        imported = time.perf_counter()
-        entry = get_workload(context.workload, "trial").load_train()
-        entry.prepare(context)
-        import_s = time.perf_counter() - imported
-        clock = PhaseClock()
-        with threadpool_limits(limits=context.cpus):
-            with clock.phase("setup"):
-                data = datasets.load(context.data, seed=context.seed)
-                session = entry.open_session(hyperparameters, data, context.seed + repeat, context.device)
-                warmup = session.build()
-            actual = session.actual_device()
-            outcome["tags"]["device.actual"] = actual
-            if not _matches(context.device, actual):
-                raise DeviceMismatch(f"requested {context.device} but the workload computed on {actual}")
-            clock.sync = session.sync
-            sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
-            with sampler:
-                results = session.fit_grid(context.inner_values, clock)
-        group_wall = time.perf_counter() - start
-        shared_by = len(results)
-        shared = {"import_s": import_s, "setup_s": clock.phases["setup"], **warmup, **session.shared}
-        shared_training = shared.get("gram_s", 0.0) + shared.get("factor_s", 0.0)
-        if gpus:
-            shared.update(sampler.metrics())
-        tags = {**outcome["tags"], "threads.blas": _blas_threads(), **session.facts()}
-        outcome["group"] = [
-            {
-                "value": value,
-                "status": "FINISHED",
-                "started_at": started_at,
-                "ended_at": result.pop("ended_at"),
-                "repeat": repeat,
-                "tags": {**tags, "shared_by": str(shared_by)},
-                "metrics": {
-                    **shared,
-                    **result,
-                    "shared_by": float(shared_by),
-                    "fit_s": result["solve_s"] + shared_training / shared_by,
-                    "trial_wall_s": group_wall / shared_by,
-                    "group_wall_s": group_wall,
-                },
-            }
-            for value, result in zip(context.inner_values, results)
-        ]
-        outcome["status"] = "FINISHED"
-    except Exception as err:
-        outcome["status"] = "FAILED"
-        outcome["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        outcome["traceback"] = traceback.format_exc()
-    outcome["ended_at"] = time.time()
-    outcome["metrics"]["trial_wall_s"] = time.perf_counter() - start
-    return outcome
+    clock = PhaseClock()
+    with threadpool_limits(limits=context.cpus):
+        with clock.phase("setup"):
+            data = datasets.load(context.data, seed=context.seed)
+            session = entry.open_session(hyperparameters, data, context.seed + repeat, context.device)
+            warmup = session.build()
+        actual = session.actual_device()
+        outcome["tags"]["device.actual"] = actual
+        if not _matches(context.device, actual):
+            raise DeviceMismatch(f"requested {context.device} but the workload computed on {actual}")
+        clock.sync = session.sync
+        sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+        with sampler:
+            results = session.fit_grid(context.inner_values, clock)
+    group_wall = time.perf_counter() - start
+    shared_by = len(results)
+    shared = {"import_s": import_s, "setup_s": clock.phases["setup"], **warmup, **session.shared}
+    shared_training = shared.get("gram_s", 0.0) + shared.get("factor_s", 0.0)
+    if gpus:
+        shared.update(sampler.metrics())
+    tags = {**outcome["tags"], "threads.blas": _blas_threads(), **session.facts()}
+    outcome["group"] = [
+        {
+            "value": value,
+            "status": "FINISHED",
+            "started_at": outcome["started_at"],
+            "ended_at": result.pop("ended_at"),
+            "repeat": repeat,
+            "tags": {**tags, "shared_by": str(shared_by)},
+            "metrics": {
+                **shared,
+                **result,
+                "shared_by": float(shared_by),
+                "fit_s": result["solve_s"] + shared_training / shared_by,
+                "trial_wall_s": group_wall / shared_by,
+                "group_wall_s": group_wall,
+            },
+        }
+        for value, result in zip(context.inner_values, results)
+    ]
