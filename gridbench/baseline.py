@@ -62,6 +62,8 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
         raise UserError(f"baselines exist for kernel_ridge experiments (kernels-*), not model {spec.model!r}")
     if name not in ESTIMATORS:
         raise UserError(f"--estimator must be one of {', '.join(ESTIMATORS)}, got {name!r}")
+    if n_jobs == 0:
+        raise UserError("--n-jobs must not be 0 (scikit-learn: a positive count, or -1 for every core)")
     uri = resolve_tracking_uri(tracking_uri)
     check_tracking_uri(uri)
     source = datasets.locate(spec.dataset, data_dir)

@@ -87,6 +87,8 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["search", "mnist", "--data-dir", "{tmp}/corrupt"], "is not a valid mnist.npz"),
         (["bogus"], "invalid choice: 'bogus'"),
         (["compare", "0123abcd", "4567ef01"], "no MLflow store at sqlite:///"),
+        (["baseline", "digits"], "baselines exist for kernel_ridge experiments"),
+        (["baseline", "kernels-digits", "--n-jobs", "0"], "--n-jobs must not be 0"),
         (["compare", "--price", "H100", "0123abcd", "4567ef01"], "no MLflow store at"),
         (["search", "digits", "--device", "both", "--price", "H100"], "--price 'H100': expected KEY=USD_PER_HOUR"),
     ],
@@ -99,7 +101,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
     store = tmp_path / "store" / "mlflow.db"
     store.parent.mkdir()
     if "--tracking-uri" not in args:
-        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] in ("search", "compare") else []
+        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] in ("search", "compare", "baseline") else []
     result = gridbench(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
