@@ -22,6 +22,7 @@ from gridbench.errors import UserError
 from gridbench.records import SearchSummary, TrialRecord
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import SearchRecorder, check_tracking_uri, resolve_tracking_uri
+from gridbench.workloads.kernel_ridge import one_vs_rest_targets
 
 ESTIMATORS = ("svc", "kernel_ridge")
 
@@ -37,8 +38,7 @@ class SklearnKernelRidgeClassifier(ClassifierMixin, BaseEstimator):
         from sklearn.kernel_ridge import KernelRidge
 
         self.classes_, codes = np.unique(y, return_inverse=True)
-        targets = -np.ones((len(codes), len(self.classes_)))
-        targets[np.arange(len(codes)), codes] = 1
+        targets = one_vs_rest_targets(np, codes, len(self.classes_), "float64")
         self.model_ = KernelRidge(kernel="rbf", alpha=self.alpha, gamma=self.gamma).fit(X, targets)
         return self
 

@@ -21,8 +21,8 @@ from gridbench.prices import PriceTable
 
 # Facts that must agree for a comparison to mean anything (refused unless allowed).
 MUST_MATCH = ("spec.name", "dataset", "model", "backend", "metric")
-# Facts worth showing when they differ; they are what the comparison is about, or context.
-ENVIRONMENT = ("device", "host", "cpu.model", "cpu.cores_usable", "gpu.count", "gpu.0.name", "gpu.0.driver")
+# Facts worth showing when they differ (the device always does: it is what is compared).
+ENVIRONMENT = ("host", "cpu.model", "cpu.cores_usable", "gpu.count", "gpu.0.name", "gpu.0.driver")
 WALL = "trial_wall_s"
 
 
