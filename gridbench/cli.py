@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPUs per trial with --device gpu (default 1; a fraction packs trials: 0.25 runs 4 per GPU)",
     )
     search.add_argument("--gpus", type=int, metavar="N", help="use at most N of this machine's GPUs (default: all)")
+    search.add_argument("--cpus", type=int, metavar="N", help="use at most N of this machine's cores (default: all)")
+    _add_cluster_option(search)
     search.add_argument("--max-concurrent", type=int, metavar="N", help="at most N trials at once")
     search.add_argument(
         "--no-compile-cache",
@@ -73,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", metavar="DIR", help="directory holding dataset files such as mnist.npz ($GRIDBENCH_DATA_DIR)"
     )
     search.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="random data of the dataset's real shapes and label count, for speed-only runs (accuracy not reported)",
+    )
+    search.add_argument(
         "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="fix a hyperparameter"
     )
     search.add_argument(
@@ -80,6 +87,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_compare_options(search)
     search.set_defaults(handler=_search)
+
+    scale = commands.add_parser(
+        "scale", help="the same grid at several GPU or core counts: throughput, speedup, parallel efficiency"
+    )
+    scale.add_argument("experiment", help="a name from experiments/ (see `gridbench list`) or a path to a .toml file")
+    counts = scale.add_mutually_exclusive_group(required=True)
+    counts.add_argument("--gpus", metavar="N,N,...", help="GPU counts, e.g. 1,2,4 (trials on GPUs)")
+    counts.add_argument("--cpus", metavar="N,N,...", help="core counts, e.g. 2,4,8,16 (trials on CPU cores)")
+    scale.add_argument(
+        "--data-parallel",
+        action="store_true",
+        help="spread each trial over all N GPUs (Keras DataParallel, JAX) instead of N trials side by side",
+    )
+    scale.add_argument(
+        "--backend", choices=tuple(BACKENDS), default=default_backend(), help="Keras backend (default: $KERAS_BACKEND)"
+    )
+    scale.add_argument(
+        "--gpus-per-trial", type=float, metavar="F", help="GPU share per trial (default 1; 0.25 packs 4 per GPU)"
+    )
+    scale.add_argument(
+        "--cpus-per-trial",
+        type=int,
+        metavar="N",
+        help="cores per trial, the same at every count (default: with --gpus, the cores per GPU slot at the "
+        "largest count; with --cpus, 1)",
+    )
+    scale.add_argument("--repeats", type=int, metavar="N", help="train each configuration N times")
+    scale.add_argument("--no-compile-cache", dest="compile_cache", action="store_false", help="see search")
+    scale.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: sqlite:///mlflow.db)")
+    scale.add_argument("--data-dir", metavar="DIR", help="directory holding dataset files")
+    scale.add_argument("--synthetic", action="store_true", help="random data of the real shapes (speed only)")
+    scale.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    scale.add_argument("--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2")
+    scale.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table", dest="output_format")
+    scale.add_argument("--out", metavar="DIR", help="also write the table (md, csv, json) and the curve (PNG) here")
+    scale.set_defaults(handler=_scale)
 
     compare = commands.add_parser(
         "compare", help="CPU-versus-GPU speedups and cost for two or more searches of one experiment, from MLflow"
@@ -129,6 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list the experiments in experiments/")
     listing.set_defaults(handler=_list)
     return parser
+
+
+def _add_cluster_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="join an existing Ray cluster (HOST:PORT, or auto) instead of starting Ray here; "
+        "pair with an MLflow server: --tracking-uri http://HOST:5000",
+    )
 
 
 def _add_compare_options(parser: argparse.ArgumentParser) -> None:
@@ -196,22 +248,106 @@ def _search_options(args: argparse.Namespace, device: str):
         # With --device both, the GPU flags shape the GPU search only (elsewhere plan_search checks them).
         gpus_per_trial=None if args.device == "both" and device == "cpu" else args.gpus_per_trial,
         gpus=None if args.device == "both" and device == "cpu" else args.gpus,
+        cpus=args.cpus,
+        address=args.address,
         max_concurrent=args.max_concurrent,
         compile_cache=args.compile_cache,
         tracking_uri=args.tracking_uri,
         data_dir=args.data_dir,
+        synthetic=args.synthetic,
         command_line=shlex.join(["gridbench", *sys.argv[1:]]),
     )
 
 
 def _print_plan(console, plan) -> None:
     spec, options = plan.spec, plan.options
-    gpus = f", {plan.gpus_per_trial:g} GPU(s) per trial on {plan.gpus} GPU(s)" if plan.gpus else ""
+    if options.address:
+        gpus = f", {plan.gpus_per_trial:g} GPU(s) per trial" if options.device == "gpu" else ""
+        where = f"on the Ray cluster at {options.address}"
+    else:
+        gpus = f", {plan.gpus_per_trial:g} GPU(s) per trial on {plan.gpus} GPU(s)" if plan.gpus else ""
+        where = f"up to {plan.concurrency} at once"
+    parallel = " (data-parallel)" if plan.data_parallel else ""
     console.print(
         f"{spec.name}: {spec.grid_size} configurations x {spec.repeats} repeat(s) = {plan.trials_total} trials "
-        f"on {options.device} ({plan.backend}), {plan.cpus_per_trial} CPU(s) per trial{gpus}, "
-        f"up to {plan.concurrency} at once; store {plan.tracking_uri}"
+        f"on {options.device} ({plan.backend}), {plan.cpus_per_trial} CPU(s) per trial{gpus}{parallel}, "
+        f"{where}; store {plan.tracking_uri}"
     )
+    if plan.data.synthetic:
+        console.print(f"[yellow]synthetic {spec.dataset}: random data of the real shapes; timings only, no accuracy[/]")
+
+
+def _scale(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from gridbench import scale_report
+    from gridbench.report import SearchProgress
+    from gridbench.scale import ScaleRequest, parse_counts, plan_scale, run_scale
+    from gridbench.search import SearchOptions
+    from gridbench.tracking import record_summary
+
+    spec = _load(args)
+    resource = "gpu" if args.gpus else "cpu"
+    request = ScaleRequest(resource, parse_counts(args.gpus or args.cpus, f"--{resource}s"), args.data_parallel)
+    template = SearchOptions(
+        device=resource,
+        backend=args.backend,
+        cpus_per_trial=args.cpus_per_trial,
+        gpus_per_trial=args.gpus_per_trial,
+        compile_cache=args.compile_cache,
+        tracking_uri=args.tracking_uri,
+        data_dir=args.data_dir,
+        synthetic=args.synthetic,
+        command_line=shlex.join(["gridbench", *sys.argv[1:]]),
+    )
+    plans = plan_scale(spec, template, request)  # every count checked before any runs
+    console = Console(stderr=args.output_format != "table")
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    for plan in plans:
+        _print_plan(console, plan)
+    result = run_scale(
+        plans,
+        request,
+        observer_for=lambda plan: SearchProgress(console, plan.spec.metric, plan.spec.workload.train_metric),
+    )
+    if args.output_format == "table":
+        scale_report.print_table(console, result)
+    else:
+        print(scale_report.render(result, args.output_format))
+    with tempfile.TemporaryDirectory(prefix="gridbench-scale-") as scratch:
+        directory = Path(args.out) if args.out else Path(scratch)
+        files = {"scaling.png": scale_report.plot(result, directory / "scaling.png")}
+        for fmt, name in (("markdown", "scale.md"), ("csv", "scale.csv"), ("json", "scale.json")):
+            (directory / name).write_text(scale_report.render(result, fmt))
+            files[name] = directory / name
+        metrics = {}
+        for row in result.rows:
+            for key in ("makespan_s", "throughput_per_h", "speedup", "efficiency"):
+                metrics[f"{key}_{row.count}"] = getattr(row, key)
+        tags = {
+            "scale.id": result.scale_id,
+            "scale.resource": resource,
+            "scale.counts": ",".join(map(str, request.counts)),
+            "scale.data_parallel": str(request.data_parallel).lower(),
+            "scale.runs": ",".join(row.run_id for row in result.rows),
+            **{f"scale.{k}": v for k, v in result.labels.items()},
+        }
+        run_name = f"scale {spec.name} {resource} {','.join(map(str, request.counts))}" + (
+            " data-parallel" if request.data_parallel else ""
+        )
+        run_id = record_summary(
+            plans[0].tracking_uri, spec.name, "scale", run_name, [r.run_id for r in result.rows], metrics, tags, files
+        )
+    console.print(
+        f"scale summary logged to MLflow as run {run_id} (table, curve)"
+        + (f"; files in {args.out}" if args.out else "")
+    )
+    finished = all(row.trials == plan.trials_total for row, plan in zip(result.rows, plans))
+    return 0 if finished else 1
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -316,6 +452,13 @@ def _list(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in (headers, *rows)) for i in range(len(headers) - 1)]
     for row in (headers, *rows):
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+    from gridbench.workloads import WORKLOADS
+
+    print("models (the `model` of a spec; `--set`/`--grid` take their hyperparameters):")
+    width = max(map(len, WORKLOADS))
+    for workload in WORKLOADS.values():
+        names = ", ".join(hp.name for hp in workload.hyperparameters)
+        print(f"  {workload.name.ljust(width)}  {workload.description} [{', '.join(workload.datasets)}]: {names}")
     return 0
 
 

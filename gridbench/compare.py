@@ -20,7 +20,7 @@ from gridbench.errors import UserError
 from gridbench.prices import PriceTable
 
 # Facts that must agree for a comparison to mean anything (refused unless allowed).
-MUST_MATCH = ("spec.name", "dataset", "model", "backend", "metric")
+MUST_MATCH = ("spec.name", "dataset", "data.synthetic", "model", "backend", "metric")
 # Facts worth showing when they differ (the device always does: it is what is compared).
 ENVIRONMENT = ("host", "cpu.model", "cpu.cores_usable", "gpu.count", "gpu.0.name", "gpu.0.driver")
 WALL = "trial_wall_s"
@@ -226,6 +226,16 @@ class Comparison:
         }
 
 
+# Parameters that change how a model trains, not what: each device may run its own.
+HOW_NOT_WHAT = ("train_loop",)
+# Tags that searches recorded before gridbench wrote them, with the value they had.
+TAG_DEFAULTS = {"data.synthetic": "false"}
+
+
+def _tag(search: SearchRun, key: str) -> str | None:
+    return search.tags.get(key, TAG_DEFAULTS.get(key))
+
+
 def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tuple[list[str], list[str]]:
     """Every mismatch and environment difference, in words; mismatches refuse unless allowed."""
     if len(searches) < 2:
@@ -234,14 +244,14 @@ def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tup
     mismatches, differences = [], []
     for other in searches[1:]:
         for key in MUST_MATCH:
-            if base.tags.get(key) != other.tags.get(key):
-                mismatches.append(
-                    f"{key}: {base.tags.get(key)} ({base.label}) vs {other.tags.get(key)} ({other.label})"
-                )
+            mine, theirs = _tag(base, key), _tag(other, key)
+            if mine != theirs:
+                mismatches.append(f"{key}: {mine} ({base.label}) vs {theirs} ({other.label})")
         a, b = base.fixed_params, other.fixed_params
         for key in sorted(set(a) | set(b)):
             if a.get(key) != b.get(key):
-                mismatches.append(f"param {key}: {a.get(key)} ({base.label}) vs {b.get(key)} ({other.label})")
+                found = f"param {key}: {a.get(key)} ({base.label}) vs {b.get(key)} ({other.label})"
+                (differences if key in HOW_NOT_WHAT else mismatches).append(found)
         for key in ENVIRONMENT + tuple(sorted(k for k in set(base.tags) | set(other.tags) if k.startswith("version."))):
             if base.tags.get(key) != other.tags.get(key):
                 differences.append(f"{key}: {base.tags.get(key, '-')} vs {other.tags.get(key, '-')}")
@@ -296,6 +306,8 @@ def compare(
     mode = base.tags.get("metric.mode", "max")
     if target is None and base.tags.get("metric.target"):
         target = float(base.tags["metric.target"])
+    if _tag(base, "data.synthetic") == "true":
+        target = None  # random labels: no accuracy to wait for
 
     figures = []
     base_cost = None

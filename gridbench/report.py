@@ -84,8 +84,9 @@ class SearchProgress:
                 timing = f"steady {_fmt(m.get('steady_epoch_s'))} s/epoch, warm-up {_fmt(m.get('warmup_epoch_s'))} s"
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
+            quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
             self.progress.console.print(
-                f"[green]done[/] {record.key} #{record.repeat}: {self.metric} {_fmt(m.get(self.metric))}, "
+                f"[green]done[/] {record.key} #{record.repeat}: {quality}"
                 f"{timing}, wall {_fmt(m.get('trial_wall_s'))} s on {record.tags.get('device.actual', '?')}"
             )
         else:
@@ -115,19 +116,23 @@ def trials_table(result: SearchResult) -> Table:
     spec = result.plan.spec
     axes = sorted(spec.grid)
     finished = [t for t in result.trials if t.finished]
-    finished.sort(key=lambda t: t.metrics.get(spec.metric, math.nan), reverse=spec.mode == "max")
     failed = [t for t in result.trials if not t.finished]
+    columns = TIMING_COLUMNS[spec.workload.train_metric]
+    if result.plan.data.synthetic:  # random labels: no accuracy to show, rank by training time
+        metric, mode, shown = spec.workload.train_metric, "min", [header for header, _, _ in columns]
+        title = f"{spec.name} on synthetic data (timings only): {len(finished)} finished, {len(failed)} failed"
+    else:
+        metric, mode, shown = spec.metric, spec.mode, [spec.metric, *(header for header, _, _ in columns)]
+        title = f"{spec.name}: {len(finished)} finished, {len(failed)} failed, ranked by {metric} ({mode})"
+    finished.sort(key=lambda t: t.metrics.get(metric, math.nan), reverse=mode == "max")
 
-    table = Table(
-        title=f"{spec.name}: {len(finished)} finished, {len(failed)} failed, ranked by {spec.metric} ({spec.mode})"
-    )
+    table = Table(title=title)
     table.add_column("#", justify="right")
     for axis in axes:
         table.add_column(axis, justify="right")
     if spec.repeats > 1:
         table.add_column("repeat", justify="right")
-    columns = TIMING_COLUMNS[spec.workload.train_metric]
-    for column in (spec.metric, *(header for header, _, _ in columns)):
+    for column in shown:
         table.add_column(column, justify="right")
     table.add_column("device")
     for rank, trial in enumerate(finished, start=1):
@@ -135,7 +140,9 @@ def trials_table(result: SearchResult) -> Table:
         row = [str(rank), *(str(trial.config.get(a, "")) for a in axes)]
         if spec.repeats > 1:
             row.append(str(trial.repeat))
-        row += [_fmt(m.get(spec.metric)), *(_fmt(m.get(key), digits) for _, key, digits in columns)]
+        if not result.plan.data.synthetic:
+            row.append(_fmt(m.get(spec.metric)))
+        row += [_fmt(m.get(key), digits) for _, key, digits in columns]
         row.append(trial.tags.get("device.actual", "?"))
         table.add_row(*row)
     return table

@@ -48,10 +48,13 @@ class SearchOptions:
     cpus_per_trial: int | None = None  # default: the cores shared evenly among concurrent trials
     gpus_per_trial: float | None = None  # --device gpu only; default 1 (a fraction packs trials)
     gpus: int | None = None  # --device gpu only; default every visible GPU
+    cpus: int | None = None  # cores the search may use in all; default every usable core
+    address: str | None = None  # an existing Ray cluster to join ("auto", "HOST:PORT"); None: start one here
     max_concurrent: int | None = None
     compile_cache: bool = True  # share compiled JAX programs among a search's trials
     tracking_uri: str | None = None
     data_dir: str | None = None
+    synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
     command_line: str = ""
 
 
@@ -66,7 +69,8 @@ class SearchPlan:
     backend: str  # the Keras backend, or what a non-Keras workload computes with
     cpus_per_trial: int
     gpus_per_trial: float  # 0 on CPU
-    gpus: int  # GPUs Ray may hand out; 0 on CPU
+    gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
+    cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
     trials_total: int
 
     @property
@@ -83,11 +87,20 @@ class SearchPlan:
         return self.trials_total // max(1, len(self.inner_values))
 
     @property
+    def data_parallel(self) -> bool:
+        """Each trial spreads its batches over several whole GPUs (Keras' DataParallel)."""
+        return self.gpus_per_trial > 1
+
+    @property
     def concurrency(self) -> int:
-        """Trials this machine's resources allow at once (the Ray cluster's, for a local one)."""
-        allowed = min(environment.usable_cores() // self.cpus_per_trial, self.trial_groups)
-        if self.gpus:
-            allowed = min(allowed, placement.gpu_slots(self.gpus, self.gpus_per_trial))
+        """Trials this machine's resources allow at once (see concurrency_on for a cluster)."""
+        return self.concurrency_on(self.cpus, self.gpus)
+
+    def concurrency_on(self, cpus: float, gpus: float) -> int:
+        """Trials that `cpus` cores and `gpus` GPUs allow at once."""
+        allowed = min(int(cpus) // self.cpus_per_trial, self.trial_groups)
+        if self.options.device == "gpu":
+            allowed = min(allowed, placement.gpu_slots(int(gpus), self.gpus_per_trial))
         if self.options.max_concurrent:
             allowed = min(allowed, self.options.max_concurrent)
         return max(1, allowed)
@@ -116,34 +129,44 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     elif importlib.util.find_spec(BACKENDS[options.backend]) is None:
         extra = "" if options.backend == "tensorflow" else f" (pip install 'gridbench[{options.backend}]')"
         raise UserError(f"backend {options.backend} is not installed{extra}; or choose another --backend")
-    spec = spec.for_backend(backend)
+    spec = spec.for_backend(backend, options.device)
     if options.max_concurrent is not None and options.max_concurrent <= 0:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     trials_total = spec.grid_size * spec.repeats
     inner = workload.inner_axis
     ray_trials = trials_total // len(spec.grid.get(inner, (1,))) if inner else trials_total
     gpus, gpus_per_trial = 0, 0.0
+    if options.address and (options.gpus is not None or options.cpus is not None):
+        raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
     if options.device == "gpu":
         gpus_per_trial = placement.check_gpus_per_trial(
             1.0 if options.gpus_per_trial is None else options.gpus_per_trial
         )
-        # Ray would queue a GPU trial forever on a machine without one.
-        gpus = placement.choose_gpus(options.gpus, environment.visible_gpu_count(), gpus_per_trial)
+        if gpus_per_trial > 1:
+            _check_data_parallel(spec, backend, gpus_per_trial)
+        # Ray would queue a GPU trial forever on a machine without one (a cluster's nodes
+        # are checked once Ray has joined it).
+        if not options.address:
+            gpus = placement.choose_gpus(options.gpus, environment.visible_gpu_count(), gpus_per_trial)
     elif options.gpus_per_trial is not None or options.gpus is not None:
         raise UserError("--gpus and --gpus-per-trial apply to --device gpu only")
     cores = environment.usable_cores()
+    if options.cpus is not None:
+        if not 0 < options.cpus <= cores:
+            raise UserError(f"--cpus {options.cpus}: this machine has {cores} usable cores; use 1 to {cores}")
+        cores = options.cpus
     cpus = options.cpus_per_trial
     if cpus is None:
         # One trial at a time gets every core; trials packed on GPUs share them evenly.
         slots = placement.gpu_slots(gpus, gpus_per_trial) if gpus else 1
-        cpus = max(1, cores // min(slots, ray_trials, options.max_concurrent or slots))
+        cpus = 1 if options.address else max(1, cores // min(slots, ray_trials, options.max_concurrent or slots))
     if cpus <= 0:
         raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
-    if cpus > cores:
+    if cpus > cores and not options.address:
         raise UserError(
-            f"--cpus-per-trial {cpus} is more than this machine's {cores} usable cores; use at most {cores}"
+            f"--cpus-per-trial {cpus} is more than the {cores} cores this search may use; use at most {cores}"
         )
-    data = datasets.locate(spec.dataset, options.data_dir)
+    data = datasets.locate(spec.dataset, options.data_dir, options.synthetic)
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
     return SearchPlan(
@@ -155,15 +178,69 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         cpus_per_trial=cpus,
         gpus_per_trial=gpus_per_trial,
         gpus=gpus,
+        cpus=cores,
         trials_total=trials_total,
+    )
+
+
+def _check_data_parallel(spec: ExperimentSpec, backend: str, gpus_per_trial: float) -> None:
+    """Several whole GPUs per trial means data parallelism, which runs on JAX's compiled loop only."""
+    workload = spec.workload
+    loops = set(spec.grid.get("train_loop", ())) | (
+        {spec.params["train_loop"]} if "train_loop" in spec.params else set()
+    )
+    if workload.framework != "keras" or backend != "jax" or loops != {"compiled"}:
+        raise UserError(
+            f"--gpus-per-trial {gpus_per_trial:g} spreads each trial over {gpus_per_trial:g} GPUs (data parallelism), "
+            f"which needs a Keras model on --backend jax with train_loop=compiled; use --gpus-per-trial 1 or below"
+        )
+    sizes = set(spec.grid.get("batch_size", ())) | (
+        {spec.params["batch_size"]} if "batch_size" in spec.params else set()
+    )
+    uneven = sorted(size for size in sizes if size % int(gpus_per_trial))
+    if uneven:
+        raise UserError(
+            f"batch_size {uneven[0]} does not split evenly over {gpus_per_trial:g} GPUs; "
+            f"use multiples of {gpus_per_trial:g}"
+        )
+
+
+def _values(spec: ExperimentSpec, name: str) -> tuple:
+    """Every value a hyperparameter takes in the search: its axis, or its fixed value."""
+    return tuple(spec.grid[name]) if name in spec.grid else ((spec.params[name],) if name in spec.params else ())
+
+
+def _start_ray(plan: SearchPlan) -> None:
+    import ray
+
+    quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
+    if plan.options.address:
+        try:
+            # The cluster's nodes bring their own resources; they must reach the same data path.
+            ray.init(address=plan.options.address, **quiet)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise UserError(
+                f"--address {plan.options.address}: cannot join the Ray cluster ({first}); "
+                f"start it with `ray start --head` or fix --address"
+            ) from None
+        return
+    ray.init(
+        num_cpus=plan.cpus,  # --cpus N: Ray hands out N cores
+        num_gpus=plan.gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
+        include_dashboard=False,
+        **quiet,
     )
 
 
 def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None:
     """Ray Tune's function trainable: run the trial, report its outcome once."""
+    import ray
     from ray import tune
 
-    tune.report({"gridbench": runner(config, context)})
+    outcome = runner(config, context)
+    outcome.setdefault("tags", {})["ray.node_id"] = ray.get_runtime_context().get_node_id()
+    tune.report({"gridbench": outcome})
 
 
 def _quiet_ray() -> None:
@@ -183,6 +260,7 @@ def run_search(
     observer: SearchObserver | None = None,
     runner: TrialRunner = run_trial,
     requested_at: float | None = None,
+    extra_tags: Mapping[str, str] | None = None,
 ) -> SearchResult:
     """Runs the planned search; `observer` (gridbench.report.SearchProgress) hears of each trial.
 
@@ -201,26 +279,20 @@ def run_search(
     with ThreadPoolExecutor(max_workers=1) as pool:
         opening = pool.submit(SearchRecorder, plan.tracking_uri, spec.name)
         ray_start = time.perf_counter()
-        ray.init(
-            num_cpus=environment.usable_cores(),
-            num_gpus=plan.gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level="ERROR",
-            configure_logging=True,
-        )
+        _start_ray(plan)
         ray_start_s = time.perf_counter() - ray_start
         try:
             recorder = opening.result()
             # Before anything is written: Ray would queue a trial no node can hold forever.
             placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
+            resources = ray.cluster_resources()
+            concurrency = plan.concurrency_on(resources.get("CPU", 0), resources.get("GPU", 0))
         except BaseException:
             ray.shutdown()
             raise
     storage = tempfile.mkdtemp(prefix="gridbench-ray-")
     status, error, summary = "FAILED", None, None
     try:
-        concurrency = plan.concurrency
         context = TrialContext(
             workload=spec.model,
             params=dict(spec.params),
@@ -242,7 +314,8 @@ def run_search(
             "spec.hash": spec.spec_hash,
             "spec.source": spec.source,
             "dataset": spec.dataset,
-            "data.path": plan.data.path or "bundled with scikit-learn",
+            "data.path": plan.data.description,
+            "data.synthetic": str(plan.data.synthetic).lower(),
             "model": spec.model,
             "metric": spec.metric,
             "metric.mode": spec.mode,
@@ -252,13 +325,19 @@ def run_search(
             "cpus_per_trial": str(plan.cpus_per_trial),
             "gpus_per_trial": f"{plan.gpus_per_trial:g}",
             "gpus_used": str(plan.gpus),
+            "cpus_used": str(plan.cpus),
+            "data_parallel": str(plan.data_parallel).lower(),
+            "ray.address": plan.options.address or "local",
+            "ray.nodes": str(sum(1 for n in ray.nodes() if n.get("Alive"))),
             "trials_per_gpu": str(placement.trials_per_gpu(plan.gpus_per_trial)) if plan.gpus else "0",
             "gridbench.kind": "search",
+            **(extra_tags or {}),
             "compile_cache": "per search" if options.compile_cache and plan.backend == "jax" else "off",
         }
         recorder.start(
             run_name=f"{spec.name} {options.device} {plan.backend} "
-            + (f"{plan.gpus_per_trial:g} GPU/trial" if plan.gpus else f"{plan.cpus_per_trial} CPU/trial"),
+            + (f"{plan.gpus_per_trial:g} GPU/trial" if plan.gpus else f"{plan.cpus_per_trial} CPU/trial")
+            + (" synthetic" if plan.data.synthetic else ""),
             params={
                 **spec.params,
                 **{f"grid.{axis}": list(values) for axis, values in spec.grid.items()},
@@ -273,6 +352,7 @@ def run_search(
             "device": options.device,
             "backend": plan.backend,
             "compile_cache": parent_tags["compile_cache"],
+            "data.synthetic": parent_tags["data.synthetic"],
             "gridbench.kind": "trial",
         }
         callback = RecordingCallback(

@@ -29,7 +29,6 @@ METRICS = {
     "fit_s": "min",
     "trial_wall_s": "min",
 }
-DATASETS = ("digits", "mnist")
 _TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "target", "seed", "repeats", "params", "grid")
 
 
@@ -102,9 +101,11 @@ class ExperimentSpec:
             params.pop(key, None)
         return replace(self, params=MappingProxyType(params), grid=MappingProxyType(grid))
 
-    def for_backend(self, backend: str) -> ExperimentSpec:
-        """The spec as it runs on `backend` ("auto" choices resolved), so records name what ran."""
-        params, grid = self.workload.for_backend(dict(self.params), dict(self.grid), backend, f"--backend {backend}")
+    def for_backend(self, backend: str, device: str) -> ExperimentSpec:
+        """The spec as it runs on `backend` and `device` ("auto" choices resolved), so records name what ran."""
+        params, grid = self.workload.for_backend(
+            dict(self.params), dict(self.grid), backend, device, f"--backend {backend}"
+        )
         return replace(self, params=MappingProxyType(params), grid=MappingProxyType(grid))
 
     def with_repeats(self, repeats: int) -> ExperimentSpec:

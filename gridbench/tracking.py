@@ -269,6 +269,23 @@ def record_comparison(
     files: Mapping[str, Path],
 ) -> str:
     """The comparison as its own run, linked to the searches it compares (tags both ways)."""
+    run_name = f"compare {' vs '.join(tags.get(f'search.{i}', rid[:8]) for i, rid in enumerate(run_ids))}"
+    tags = {"compare.baseline": run_ids[0], "compare.runs": ",".join(run_ids), **tags}
+    return record_summary(tracking_uri, spec_name, "comparison", run_name, run_ids, metrics, tags, files)
+
+
+def record_summary(
+    tracking_uri: str,
+    spec_name: str,
+    kind: str,
+    run_name: str,
+    run_ids: list[str],
+    metrics: Mapping[str, float],
+    tags: Mapping[str, str],
+    files: Mapping[str, Path],
+) -> str:
+    """A run that sums up searches (a comparison, a scale), linked to them both ways:
+    it lists them, and each gets a gridbench.<kind> tag naming it."""
     _quiet_mlflow()
     from mlflow import MlflowClient
 
@@ -276,13 +293,8 @@ def record_comparison(
     experiment = client.get_experiment_by_name(experiment_name(spec_name))
     run = client.create_run(
         experiment.experiment_id,
-        run_name=f"compare {' vs '.join(tags.get(f'search.{i}', rid[:8]) for i, rid in enumerate(run_ids))}",
-        tags={
-            "gridbench.kind": "comparison",
-            "compare.baseline": run_ids[0],
-            "compare.runs": ",".join(run_ids),
-            **{k: _text(v) for k, v in tags.items()},
-        },
+        run_name=run_name,
+        tags={"gridbench.kind": kind, **{k: _text(v) for k, v in tags.items()}},
     )
     run_id = run.info.run_id
     try:
@@ -292,8 +304,9 @@ def record_comparison(
         client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
         for name, path in files.items():
             client.log_artifact(run_id, str(path), artifact_path=str(Path(name).parent) if "/" in name else None)
+        link = {"comparison": "gridbench.compared_in"}.get(kind, f"gridbench.{kind}_run")
         for search_id in run_ids:
-            client.set_tag(search_id, "gridbench.compared_in", run_id)
+            client.set_tag(search_id, link, run_id)
         client.set_terminated(run_id, status="FINISHED")
     except BaseException:
         client.set_terminated(run_id, status="FAILED")

@@ -144,6 +144,16 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
     return outcome
 
 
+def _load_data(context: TrialContext, hyperparameters) -> datasets.Dataset:
+    workload = get_workload(context.workload, "trial")
+    return datasets.load_shared(context.data, context.seed, flat=workload.flat_inputs, options=hyperparameters)
+
+
+def _without_accuracy(metrics: dict[str, float], data: datasets.DataSource) -> dict[str, float]:
+    """Synthetic data has random labels: its accuracy is never reported, not even as a metric."""
+    return {k: v for k, v in metrics.items() if "accuracy" not in k} if data.synthetic else metrics
+
+
 def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
     """One configuration: setup, fit (epochs on a synchronised clock), evaluation."""
     from threadpoolctl import threadpool_limits
@@ -151,7 +161,7 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
     clock = PhaseClock()
     with threadpool_limits(limits=context.cpus):
         with clock.phase("setup"):
-            data = datasets.load(context.data, seed=context.seed)
+            data = _load_data(context, hyperparameters)
             session = entry.open_session(hyperparameters, data, seed=context.seed + repeat)
             session.build()
         actual = session.actual_device()
@@ -178,7 +188,7 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
             **epochs,
             "samples_per_s": session.train_samples / epochs["steady_epoch_s"],
             **fit_metrics,
-            **eval_metrics,
+            **_without_accuracy(eval_metrics, context.data),
         }
     )
     outcome["epoch_times"] = list(clock.epochs)
@@ -200,7 +210,7 @@ def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat:
     clock = PhaseClock()
     with threadpool_limits(limits=context.cpus):
         with clock.phase("setup"):
-            data = datasets.load(context.data, seed=context.seed)
+            data = _load_data(context, hyperparameters)
             session = entry.open_session(hyperparameters, data, context.seed + repeat, context.device)
             warmup = session.build()
         actual = session.actual_device()
@@ -228,7 +238,7 @@ def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat:
             "tags": {**tags, "shared_by": str(shared_by)},
             "metrics": {
                 **shared,
-                **result,
+                **_without_accuracy(result, context.data),
                 "shared_by": float(shared_by),
                 "fit_s": result["solve_s"] + shared_training / shared_by,
                 "trial_wall_s": group_wall / shared_by,

@@ -46,6 +46,9 @@ def test_list_shows_each_experiment_with_dataset_model_and_grid_size():
     lines = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]}
     assert lines["digits"][1:4] == ["digits", "mlp", "4"]
     assert lines["mnist"][1:4] == ["mnist", "mlp", "8"]
+    assert lines["cifar10-resnet"][1:4] == ["cifar10", "resnet", "6"]
+    families = {line.split()[0] for line in result.stdout.split("models (")[1].splitlines()[1:]}
+    assert families == {"mlp", "cnn", "vgg", "resnet", "smallcnn", "bilstm", "fasttext", "char_lstm", "kernel_ridge"}
 
 
 BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
@@ -54,7 +57,7 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["search", "nope"], "unknown experiment 'nope'; known: digits, kernels-digits, kernels-mnist, mnist"),
+        (["search", "nope"], "unknown experiment 'nope'; known: cifar10-cnn, cifar10-resnet"),
         (["search", "{bad_toml}"], "invalid TOML"),
         (["search", "digits", "--grid", "width=1,2"], "--grid: unknown hyperparameter 'width'"),
         (["search", "digits", "--set", "width=1"], "--set: unknown hyperparameter 'width'"),
@@ -63,7 +66,7 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["search", "digits", "--set", "batch_size=0"], "batch_size must be > 0, got 0"),
         (["search", "digits", "--set", "epochs=0"], "epochs must be >= 2"),
         (["search", "digits", "--repeats", "0"], "repeats must be an integer > 0, got 0"),
-        (["search", "digits", "--cpus-per-trial", "999"], "--cpus-per-trial 999 is more than this machine's"),
+        (["search", "digits", "--cpus-per-trial", "999"], "--cpus-per-trial 999 is more than the"),
         (["search", "digits", "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
         (["search", "digits", "--max-concurrent", "0"], "--max-concurrent must be > 0"),
         (["search", "digits", "--device", "tpu"], "invalid choice: 'tpu'"),
@@ -75,6 +78,12 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
             "train_loop=compiled needs --backend jax",
         ),
         (["search", "digits", "--set", "train_loop=scan"], "train_loop must be one of auto, fit, compiled"),
+        (["search", "mnist-cnn", "--set", "precision=float16"], "precision must be one of float32, mixed_float16"),
+        (["search", "cifar10-resnet", "--set", "depth=21"], "depth must be 6n+2"),
+        (["search", "digits", "--cpus", "9999"], "--cpus 9999: this machine has"),
+        (["scale", "digits", "--cpus", "2,1"], "--cpus '2,1': give increasing positive counts"),
+        (["scale", "digits", "--cpus", "1,2", "--data-parallel"], "--data-parallel spreads a trial over GPUs"),
+        (["scale", "digits"], "one of the arguments --gpus --cpus is required"),
         (
             ["search", "digits", "--tracking-uri", "sqlite:////no/such/dir/mlflow.db"],
             "directory /no/such/dir does not exist",
@@ -101,7 +110,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
     store = tmp_path / "store" / "mlflow.db"
     store.parent.mkdir()
     if "--tracking-uri" not in args:
-        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] in ("search", "compare", "baseline") else []
+        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] in ("search", "scale", "compare", "baseline") else []
     result = gridbench(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr

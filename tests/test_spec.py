@@ -116,7 +116,7 @@ def test_command_line_assignments_parse():
             'dataset = "digits"\nmodel = "mlp"\n[params]\nepochs = 3\n[grid]\nepochs = [2]\n',
             "in both [params] and [grid]",
         ),
-        ('dataset = "digits"\nmodel = "cnn"\n', "unknown model 'cnn'; known: mlp"),
+        ('dataset = "digits"\nmodel = "rnn"\n', "unknown model 'rnn'; known: mlp, cnn"),
         (
             'dataset = "cifar"\nmodel = "mlp"\n',
             "dataset 'cifar' is not available for model 'mlp'; choose one of digits, mnist",
@@ -180,26 +180,29 @@ def test_malformed_assignment():
         parse_assignments(["learning_rate"], "--set")
 
 
-@pytest.mark.parametrize("backend, loop", [("jax", "compiled"), ("tensorflow", "fit"), ("torch", "fit")])
-def test_the_auto_train_loop_is_resolved_for_the_backend(backend, loop):
+@pytest.mark.parametrize(
+    "backend, device, loop",
+    [("jax", "gpu", "compiled"), ("jax", "cpu", "fit"), ("tensorflow", "gpu", "fit"), ("torch", "gpu", "fit")],
+)
+def test_the_auto_train_loop_is_resolved_for_the_backend_and_device(backend, device, loop):
     spec = load_spec("digits")
     assert spec.params["train_loop"] == "auto"
-    resolved = spec.for_backend(backend)
+    resolved = spec.for_backend(backend, device)
     assert resolved.params["train_loop"] == loop
     assert resolved.spec_hash != spec.spec_hash  # records say which loop ran
 
 
 def test_both_loops_can_be_a_grid_axis_on_jax():
-    spec = load_spec("digits").with_overrides(grids={"train_loop": ["fit", "compiled"]}).for_backend("jax")
+    spec = load_spec("digits").with_overrides(grids={"train_loop": ["fit", "compiled"]}).for_backend("jax", "cpu")
     assert spec.grid["train_loop"] == ("fit", "compiled") and spec.grid_size == 8
 
 
 def test_the_compiled_loop_needs_jax():
     with pytest.raises(UserError, match="train_loop=compiled needs --backend jax .*; on torch use train_loop=fit"):
-        load_spec("digits").with_overrides({"train_loop": "compiled"}).for_backend("torch")
+        load_spec("digits").with_overrides({"train_loop": "compiled"}).for_backend("torch", "gpu")
 
 
 def test_auto_beside_the_loop_it_resolves_to_is_refused():
     spec = load_spec("digits").with_overrides(grids={"train_loop": ["auto", "compiled"]})
     with pytest.raises(UserError, match="names the same loop twice on jax"):
-        spec.for_backend("jax")
+        spec.for_backend("jax", "gpu")

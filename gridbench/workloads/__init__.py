@@ -72,6 +72,9 @@ class Workload:
     inner_axis: str | None = None
     # The metric that says how long training took, for comparisons.
     train_metric: str = "steady_epoch_s"
+    # Images as one row each (MLP, kernel methods); False: in their natural shape (CNNs).
+    flat_inputs: bool = True
+    description: str = ""  # what the model is, for `gridbench list`
 
     def hyperparameter(self, name: str, where: str) -> Hyperparameter:
         for hp in self.hyperparameters:
@@ -87,15 +90,17 @@ class Workload:
         loaded = importlib.import_module(module)
         return getattr(loaded, attribute) if attribute else loaded
 
-    def for_backend(self, params: dict[str, Value], grid: dict[str, tuple[Value, ...]], backend: str, where: str):
-        """Resolves `train_loop = "auto"` for `backend` and refuses loops the backend lacks."""
+    def for_backend(
+        self, params: dict[str, Value], grid: dict[str, tuple[Value, ...]], backend: str, device: str, where: str
+    ):
+        """Resolves `train_loop = "auto"` for `backend` on `device` and refuses loops the backend lacks."""
         if not any(hp.name == TRAIN_LOOP for hp in self.hyperparameters):
             return params, grid
         params, grid = dict(params), dict(grid)
         if TRAIN_LOOP in params:
-            params[TRAIN_LOOP] = resolve_train_loop(str(params[TRAIN_LOOP]), backend, where)
+            params[TRAIN_LOOP] = resolve_train_loop(str(params[TRAIN_LOOP]), backend, device, where)
         if TRAIN_LOOP in grid:
-            loops = tuple(resolve_train_loop(str(v), backend, where) for v in grid[TRAIN_LOOP])
+            loops = tuple(resolve_train_loop(str(v), backend, device, where) for v in grid[TRAIN_LOOP])
             if len(set(loops)) != len(loops):
                 raise UserError(f"{where}: grid axis {TRAIN_LOOP!r} names the same loop twice on {backend}: {loops}")
             grid[TRAIN_LOOP] = loops
@@ -103,17 +108,21 @@ class Workload:
 
 
 TRAIN_LOOP = "train_loop"
-# "fit": Keras Model.fit through SciKeras, batches fed from host memory. "compiled":
+# "fit": Keras Model.fit, batches fed from host memory. "compiled":
 # the data on the device and each epoch one jit-compiled lax.scan over Keras'
 # stateless API (JAX only), which shows what the hardware can do.
 TRAIN_LOOPS = ("auto", "fit", "compiled")
 COMPILED_BACKENDS = ("jax",)
 
 
-def resolve_train_loop(loop: str, backend: str, where: str) -> str:
-    """ "auto" is the compiled loop where the backend has one, else Keras fit."""
+def resolve_train_loop(loop: str, backend: str, device: str, where: str) -> str:
+    """ "auto" is the compiled loop on a GPU where the backend has one, else Keras fit.
+
+    On CPU, XLA ran convolutions inside the compiled loop's scan 5-10x slower than
+    Keras fit did (docs/results/families-cpu-2core.md); for MLPs the two were even.
+    """
     if loop == "auto":
-        return "compiled" if backend in COMPILED_BACKENDS else "fit"
+        return "compiled" if backend in COMPILED_BACKENDS and device == "gpu" else "fit"
     if loop == "compiled" and backend not in COMPILED_BACKENDS:
         raise UserError(
             f"{where}: train_loop=compiled needs --backend {' or '.join(COMPILED_BACKENDS)} "
@@ -126,22 +135,124 @@ def _positive(value: Any) -> bool:
     return value > 0
 
 
+def _keras_common(epochs: int = 5, batch_size: int = 128, learning_rate: float = 0.001, optimizer: str = "rmsprop"):
+    """Hyperparameters every Keras workload has, with the family's defaults."""
+    return (
+        # Two epochs at least: the first is warm-up (tracing, compilation), the rest are timed.
+        Hyperparameter("epochs", int, epochs, ">= 2 (epoch 1 is warm-up; later epochs are timed)", lambda v: v >= 2),
+        Hyperparameter("batch_size", int, batch_size, "> 0", _positive),
+        Hyperparameter("learning_rate", float, learning_rate, "> 0", _positive),
+        Hyperparameter("optimizer", str, optimizer, choices=("adam", "rmsprop", "sgd")),
+        Hyperparameter(TRAIN_LOOP, str, "auto", choices=TRAIN_LOOPS),
+        # Keras dtype policies; mixed_float16 adds loss scaling, as Keras' compile does.
+        Hyperparameter("precision", str, "float32", choices=PRECISIONS),
+    )
+
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# The training set's first N samples of a seeded shuffle (0: all); the test set stays whole.
+TRAIN_SIZE = Hyperparameter("train_size", int, 0, ">= 0 (0: the whole training set)", lambda v: v >= 0)
+
+
+def _dropout(default: float) -> Hyperparameter:
+    return Hyperparameter("dropout", float, default, "in [0, 1)", lambda v: 0 <= v < 1)
+
+
+def _resnet_depth(value: Any) -> bool:
+    return value >= 8 and (value - 2) % 6 == 0
+
+
 # Keras multilayer perceptron: Dense+ReLU layers with dropout, softmax output.
 MLP = Workload(
     name="mlp",
     datasets=("digits", "mnist"),
     hyperparameters=(
-        # Two epochs at least: the first is warm-up (tracing, compilation), the rest are timed.
-        Hyperparameter("epochs", int, 5, ">= 2 (epoch 1 is warm-up; later epochs are timed)", lambda v: v >= 2),
-        Hyperparameter("batch_size", int, 128, "> 0", _positive),
+        *_keras_common(),
         Hyperparameter("hidden_units", int, 512, "> 0", _positive),
         Hyperparameter("hidden_layers", int, 2, "> 0", _positive),
-        Hyperparameter("dropout", float, 0.2, "in [0, 1)", lambda v: 0 <= v < 1),
-        Hyperparameter("learning_rate", float, 0.001, "> 0", _positive),
-        Hyperparameter("optimizer", str, "rmsprop", choices=("adam", "rmsprop", "sgd")),
-        Hyperparameter(TRAIN_LOOP, str, "auto", choices=TRAIN_LOOPS),
+        _dropout(0.2),
     ),
     train="gridbench.workloads.keras_mlp",
+    description="Dense+ReLU layers with dropout (Keras' mnist_mlp example)",
+)
+
+
+def _family(name: str, datasets: tuple[str, ...], description: str, common: dict, *specific: Hyperparameter):
+    return Workload(
+        name=name,
+        datasets=datasets,
+        hyperparameters=(*_keras_common(**common), TRAIN_SIZE, *specific),
+        train=f"gridbench.workloads.keras_model:{name.upper()}",
+        flat_inputs=False,
+        description=description,
+    )
+
+
+_VOCAB = Hyperparameter("vocab_size", int, 20000, ">= 4 (indices 0-2 are padding, start, unknown)", lambda v: v >= 4)
+
+# The seeds' benchmark models (gridbench.workloads.keras_families), with the Keras examples' defaults.
+FAMILIES = (
+    _family(
+        "cnn",
+        ("mnist", "digits"),
+        "two convolutions, pooling, dense (Keras' mnist_cnn example)",
+        {"optimizer": "adam"},
+        Hyperparameter("filters", int, 32, "> 0 (the second convolution has twice as many)", _positive),
+        Hyperparameter("dense_units", int, 128, "> 0", _positive),
+        _dropout(0.25),
+    ),
+    _family(
+        "vgg",
+        ("cifar10",),
+        "VGG-like: two blocks of two convolutions (Keras' cifar10_cnn example)",
+        {"learning_rate": 0.0001, "batch_size": 32},
+        Hyperparameter("filters", int, 32, "> 0 (the second block has twice as many)", _positive),
+        Hyperparameter("dense_units", int, 512, "> 0", _positive),
+        _dropout(0.25),
+    ),
+    _family(
+        "resnet",
+        ("cifar10",),
+        "ResNet v1 for CIFAR-10, depth 6n+2 (Keras' cifar10_resnet example)",
+        {"optimizer": "adam", "batch_size": 128},
+        Hyperparameter("depth", int, 20, "6n+2 with n >= 1: 8, 14, 20, ..., 56, 62", _resnet_depth),
+        Hyperparameter("filters", int, 16, "> 0 (doubled at each of the 3 stages)", _positive),
+    ),
+    _family(
+        "smallcnn",
+        ("cifar10",),
+        "two convolutions, 39,558 parameters (the seeds' small CIFAR-10 CNN)",
+        {"optimizer": "adam", "batch_size": 64},
+        _dropout(0.0),
+    ),
+    _family(
+        "bilstm",
+        ("imdb",),
+        "embedding, bidirectional LSTM, cuDNN-eligible (Keras' imdb_bidirectional_lstm example)",
+        {"optimizer": "adam", "batch_size": 32},
+        _VOCAB,
+        Hyperparameter("maxlen", int, 100, "> 0 (words kept per review)", _positive),
+        Hyperparameter("embedding_dim", int, 128, "> 0", _positive),
+        Hyperparameter("units", int, 64, "> 0 (per direction)", _positive),
+        _dropout(0.5),
+    ),
+    _family(
+        "fasttext",
+        ("imdb",),
+        "averaged word embeddings (Keras' imdb_fasttext example, unigrams)",
+        {"optimizer": "adam", "batch_size": 32},
+        _VOCAB,
+        Hyperparameter("maxlen", int, 400, "> 0 (words kept per review)", _positive),
+        Hyperparameter("embedding_dim", int, 50, "> 0", _positive),
+    ),
+    _family(
+        "char_lstm",
+        ("nietzsche",),
+        "character-level LSTM text generation (Keras' lstm_text_generation example)",
+        {"learning_rate": 0.01},
+        Hyperparameter("maxlen", int, 40, "> 0 (characters of context)", _positive),
+        Hyperparameter("units", int, 128, "> 0", _positive),
+    ),
 )
 
 # RBF kernel ridge classification on NumPy (CPU) or CuPy (GPU): every alpha of a
@@ -160,9 +271,10 @@ KERNEL_RIDGE = Workload(
     framework="numpy/cupy",
     inner_axis="alpha",
     train_metric="fit_s",
+    description="RBF kernel ridge classification, NumPy or CuPy",
 )
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (MLP, KERNEL_RIDGE)}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (MLP, *FAMILIES, KERNEL_RIDGE)}
 
 
 def get_workload(name: str, where: str) -> Workload:

@@ -1,4 +1,4 @@
-"""The Keras MLP trained by a compiled loop: the same model, at the speed the hardware allows.
+"""A Keras model trained by a compiled loop: the same model, at the speed the hardware allows.
 
 Keras `fit` feeds batches from host memory and dispatches a step (or a few) per
 call; on a GPU that leaves the device idle most of the time for a small model.
@@ -11,14 +11,16 @@ optimizer and loss are Keras' own, so only the loop differs from `fit`:
 - each epoch trains on floor(n / batch_size) full batches of a fresh shuffle; the
   last partial batch is dropped so that every step has one shape (`train_samples`
   counts the samples actually trained on);
-- the reported loss is the mean over the epoch's steps, as `fit` reports it.
+- the reported loss is the mean over the epoch's steps, as `fit` reports it;
+- under mixed_float16 the optimizer is wrapped in Keras' LossScaleOptimizer and the
+  loss scaled before differentiation, as `compile` and `fit` do.
 
 JAX backend only (gridbench.workloads.resolve_train_loop refuses the others).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -27,9 +29,14 @@ import numpy as np
 
 from gridbench.datasets import Dataset
 from gridbench.timing import PhaseClock
-from gridbench.workloads.keras_mlp import build_mlp, keras_facts, normalise_device
-
-OPTIMIZERS = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop, "sgd": keras.optimizers.SGD}
+from gridbench.workloads.keras_common import (
+    check_divisible_batch,
+    data_parallel,
+    keras_facts,
+    make_optimizer,
+    normalise_device,
+    precision_policy,
+)
 
 
 def make_train_step(model: keras.Model, optimizer: keras.Optimizer, loss_fn: keras.losses.Loss):
@@ -37,24 +44,27 @@ def make_train_step(model: keras.Model, optimizer: keras.Optimizer, loss_fn: ker
 
     def loss_of(trainable, non_trainable, x, y):
         y_pred, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
-        return loss_fn(y, y_pred), non_trainable
+        loss = loss_fn(y, y_pred)
+        # The identity, except for a LossScaleOptimizer (mixed_float16).
+        return optimizer.scale_loss(loss), (loss, non_trainable)
 
     gradient = jax.value_and_grad(loss_of, has_aux=True)
 
     def train_step(state, x, y):
         trainable, non_trainable, optimizer_state = state
-        (loss, non_trainable), grads = gradient(trainable, non_trainable, x, y)
+        (_, (loss, non_trainable)), grads = gradient(trainable, non_trainable, x, y)
         trainable, optimizer_state = optimizer.stateless_apply(optimizer_state, grads, trainable)
         return (trainable, non_trainable, optimizer_state), loss
 
     return train_step
 
 
-def make_train_epoch(train_step, steps: int, batch_size: int):
+def make_train_epoch(train_step, steps: int, batch_size: int, shard=lambda batch: batch):
     """A whole epoch as one function: shuffle, then `steps` steps in one lax.scan.
 
     The data arrive as arguments, not closed over, so that XLA does not embed the
-    training set in the compiled program as a constant.
+    training set in the compiled program as a constant. `shard` places each batch
+    (split over the data-parallel devices; by default as it is).
     """
 
     def train_epoch(state, key, x_all, y_all):
@@ -62,7 +72,7 @@ def make_train_epoch(train_step, steps: int, batch_size: int):
         order = jax.random.permutation(shuffle_key, x_all.shape[0])[: steps * batch_size]
 
         def one_step(state, indices):
-            return train_step(state, jnp.take(x_all, indices, axis=0), jnp.take(y_all, indices, axis=0))
+            return train_step(state, shard(jnp.take(x_all, indices, axis=0)), shard(jnp.take(y_all, indices, axis=0)))
 
         state, losses = jax.lax.scan(one_step, state, order.reshape(steps, batch_size))
         return state, key, losses.mean()
@@ -70,18 +80,42 @@ def make_train_epoch(train_step, steps: int, batch_size: int):
     return train_epoch
 
 
-def make_accuracy(model: keras.Model):
-    def accuracy(trainable, non_trainable, x, y):
+def make_correct_count(model: keras.Model):
+    def correct(trainable, non_trainable, x, y):
         y_pred, _ = model.stateless_call(trainable, non_trainable, x, training=False)
-        return jnp.mean(jnp.argmax(y_pred, axis=-1) == y)
+        return jnp.sum(jnp.argmax(y_pred, axis=-1) == y)
 
-    return accuracy
+    return correct
 
 
-class CompiledMLPSession:
-    """One trial's model on the compiled loop: build (data to device), fit, evaluate."""
+EVAL_BATCH = 1024  # test samples per call: bounds activation memory for deep models and packed trials
 
-    def __init__(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
+
+def distribution_layouts(distribution):
+    """The replicated placement of Keras' DataParallel mesh, or None without one."""
+    if distribution is None:
+        return None
+    return keras.distribution.TensorLayout([], distribution.device_mesh).backend_layout
+
+
+def _batch_sharder(distribution):
+    def shard(batch):
+        layout = distribution.get_data_layout(batch.shape).backend_layout
+        return jax.lax.with_sharding_constraint(batch, layout)
+
+    return shard
+
+
+class CompiledSession:
+    """One trial's model on the compiled loop: build (data to device), fit, evaluate.
+
+    `build_model` returns the uncompiled Keras model; it runs under the trial's dtype policy.
+    """
+
+    def __init__(
+        self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int, build_model: Callable[[], keras.Model]
+    ):
+        self.build_model = build_model
         self.hyperparameters = dict(hyperparameters)
         self.data = data
         self.seed = seed
@@ -93,11 +127,14 @@ class CompiledMLPSession:
         self.state: tuple | None = None
 
     def build(self) -> None:
-        hp = self.hyperparameters
         keras.utils.set_random_seed(self.seed)
-        meta = {"n_features_in_": self.data.x_train.shape[1], "n_classes_": self.data.num_classes}
-        self.model = build_mlp(hp["hidden_units"], hp["hidden_layers"], hp["dropout"], meta)
-        self.optimizer = OPTIMIZERS[hp["optimizer"]](learning_rate=hp["learning_rate"])
+        distribution = data_parallel()
+        check_divisible_batch(self.batch_size, distribution)
+        with precision_policy(self.hyperparameters):
+            self.model = self.build_model()
+        self.optimizer = make_optimizer(self.hyperparameters)
+        if self.model.dtype_policy.name == "mixed_float16":
+            self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
         self.optimizer.build(self.model.trainable_variables)
         loss_fn = keras.losses.SparseCategoricalCrossentropy()
         state = (
@@ -108,15 +145,18 @@ class CompiledMLPSession:
         # The data live where the model does, copied once, outside the timed epochs.
         # Committing the state to that device too keeps the second epoch from compiling
         # again (the first epoch's outputs are committed; Keras' initial values are not).
-        device = next(iter(state[0][0].devices()))
-        self.state = jax.device_put(state, device)
-        self.x_train = jax.device_put(self.data.x_train, device)
-        self.y_train = jax.device_put(self.data.y_train.astype(np.int32), device)
-        self.key = jax.device_put(jax.random.key(self.seed), device)
+        # Under data parallelism every device holds the weights and the training set
+        # (replicated) and each batch is split over the devices.
+        place = distribution_layouts(distribution) or next(iter(state[0][0].devices()))
+        self.state = jax.device_put(state, place)
+        self.x_train = jax.device_put(self.data.x_train, place)
+        self.y_train = jax.device_put(self.data.y_train.astype(np.int32), place)
+        self.key = jax.device_put(jax.random.key(self.seed), place)
         step = make_train_step(self.model, self.optimizer, loss_fn)
+        shard = (lambda batch: batch) if distribution is None else _batch_sharder(distribution)
         # Donating the state lets XLA update the weights in place.
-        self._train_epoch = jax.jit(make_train_epoch(step, self.steps, self.batch_size), donate_argnums=0)
-        self._accuracy = jax.jit(make_accuracy(self.model))
+        self._train_epoch = jax.jit(make_train_epoch(step, self.steps, self.batch_size, shard), donate_argnums=0)
+        self._correct = jax.jit(make_correct_count(self.model))
 
     def actual_device(self) -> str:
         """Where the weights and the training data are; they must agree."""
@@ -152,8 +192,17 @@ class CompiledMLPSession:
 
     def evaluate(self) -> dict[str, float]:
         trainable, non_trainable, _ = self.state
-        accuracy = self._accuracy(trainable, non_trainable, self.data.x_test, self.data.y_test.astype(np.int32))
-        return {"test_accuracy": float(accuracy)}
+        x, y = self.data.x_test, self.data.y_test.astype(np.int32)
+        # Every call gets a full chunk, so that evaluation compiles once: the last is padded
+        # with label -1, which no prediction matches.
+        padding = -len(x) % EVAL_BATCH
+        x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
+        y = np.concatenate([y, np.full(padding, -1, np.int32)])
+        correct = sum(
+            int(self._correct(trainable, non_trainable, x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]))
+            for i in range(0, len(x), EVAL_BATCH)
+        )
+        return {"test_accuracy": correct / len(self.data.x_test)}
 
     def facts(self) -> dict[str, str]:
-        return {**keras_facts(), "train_loop": "compiled", "steps_per_execution": str(self.steps)}
+        return {**keras_facts(self.model), "train_loop": "compiled", "steps_per_execution": str(self.steps)}

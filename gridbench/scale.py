@@ -1,0 +1,177 @@
+"""Scale: one grid searched at several resource counts, and what each count bought.
+
+    spec -> one search per count (GPUs or cores; every plan checked first) -> ScaleRows -> summary run
+
+Each search is an ordinary search (its own MLflow parent run, tagged with the scale
+it belongs to); the summary run links them and holds the table and the curve. The
+arithmetic here is pure, so that it can be tested without Ray.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from gridbench import environment, placement
+from gridbench.errors import UserError
+from gridbench.records import SearchSummary, TrialRecord
+from gridbench.search import SearchOptions, SearchPlan, plan_search
+from gridbench.spec import ExperimentSpec
+
+
+@dataclass(frozen=True)
+class ScaleRow:
+    """One resource count's search, and how it compares with the smallest count's."""
+
+    count: int  # GPUs or cores the search could use
+    run_id: str
+    concurrency: int
+    trials: int  # finished
+    makespan_s: float
+    throughput_per_h: float  # finished trials per hour of makespan
+    speedup: float  # smallest count's makespan / this makespan
+    efficiency: float  # speedup / (count / smallest count)
+    trial_wall_median_s: float
+    train_median_s: float  # the workload's training-time metric (steady epoch, fit_s)
+    setup_median_s: float  # import + data + model build, per trial
+    first_trial_s: float  # from the search's start to its first trial's: Ray starting, the first worker
+    idle_s: float  # makespan x concurrency - sum of trial wall times, over concurrency: what ran no trial
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def scale_rows(
+    points: Sequence[tuple[int, str, SearchSummary, Sequence[TrialRecord]]], train_metric: str
+) -> list[ScaleRow]:
+    """`points`: (count, search run id, summary, trials), the smallest count first."""
+    if not points:
+        return []
+    base_count, _, base_summary, _ = points[0]
+    rows = []
+    for count, run_id, summary, trials in points:
+        finished = [t for t in trials if t.finished]
+        speedup = base_summary.makespan_s / summary.makespan_s
+        rows.append(
+            ScaleRow(
+                count=count,
+                run_id=run_id,
+                concurrency=summary.concurrency,
+                trials=len(finished),
+                makespan_s=summary.makespan_s,
+                throughput_per_h=len(finished) / summary.makespan_s * 3600,
+                speedup=speedup,
+                efficiency=speedup / (count / base_count),
+                trial_wall_median_s=_median(t.metrics.get("trial_wall_s") for t in finished),
+                train_median_s=_median(t.metrics.get(train_metric) for t in finished),
+                setup_median_s=_median(
+                    t.metrics.get("import_s", 0.0) + t.metrics.get("setup_s", 0.0) for t in finished
+                ),
+                first_trial_s=summary.time_to_first_trial_s,
+                idle_s=summary.makespan_s - summary.ideal_makespan_s,
+            )
+        )
+    return rows
+
+
+def _median(values) -> float:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else float("nan")
+
+
+@dataclass(frozen=True)
+class ScaleRequest:
+    resource: str  # "gpu" or "cpu": what the counts count
+    counts: tuple[int, ...]
+    data_parallel: bool = False  # each trial spreads over all `count` GPUs, trials one after another
+
+
+def parse_counts(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UserError(f"{flag} {text!r}: expected counts such as 1,2,4") from None
+    if not counts or any(c <= 0 for c in counts) or list(counts) != sorted(set(counts)):
+        raise UserError(f"{flag} {text!r}: give increasing positive counts such as 1,2,4")
+    return counts
+
+
+def plan_scale(spec: ExperimentSpec, template: SearchOptions, request: ScaleRequest) -> list[SearchPlan]:
+    """One plan per count, all checked before any search runs.
+
+    Each trial gets the same cores at every count (what the largest count allows),
+    so that only the number of trials side by side changes between counts.
+    """
+    if request.resource == "gpu" and template.device != "gpu":
+        raise UserError("--gpus counts need --device gpu; for cores use --device cpu --cpus 2,4,...")
+    if request.resource == "cpu" and template.device != "cpu":
+        raise UserError("--cpus counts need --device cpu; for GPUs use --device gpu --gpus 1,2,...")
+    if template.address:
+        raise UserError("scale runs on this machine's resources; --address is for search")
+    largest = request.counts[-1]
+    cpus_per_trial = template.cpus_per_trial
+    if request.resource == "gpu":
+        if request.data_parallel and template.gpus_per_trial is not None:
+            raise UserError("--data-parallel gives each trial all the count's GPUs; drop --gpus-per-trial")
+        share = 1.0 if template.gpus_per_trial is None else template.gpus_per_trial
+        if cpus_per_trial is None:
+            slots = 1 if request.data_parallel else placement.gpu_slots(largest, share)
+            cpus_per_trial = max(1, environment.usable_cores() // max(1, slots))
+        options = [
+            replace(
+                template,
+                gpus=count,
+                gpus_per_trial=float(count) if request.data_parallel else template.gpus_per_trial,
+                cpus_per_trial=cpus_per_trial,
+            )
+            for count in request.counts
+        ]
+    else:
+        if request.data_parallel:
+            raise UserError("--data-parallel spreads a trial over GPUs; use it with --device gpu --gpus")
+        options = [replace(template, cpus=count, cpus_per_trial=cpus_per_trial or 1) for count in request.counts]
+    return [plan_search(spec, o) for o in options]
+
+
+def new_scale_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    spec: ExperimentSpec
+    request: ScaleRequest
+    scale_id: str
+    rows: tuple[ScaleRow, ...]
+    train_metric: str
+    labels: dict[str, str]  # device, backend, packing: what every count shared
+
+
+def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=None) -> ScaleResult:
+    """Runs the planned searches one after another (each on the resources of its count)."""
+    from gridbench.search import run_search
+
+    scale_id = new_scale_id()
+    points = []
+    for count, plan in zip(request.counts, plans):
+        observer = observer_for(plan) if observer_for else None
+        result = run_search(
+            plan,
+            observer=observer,
+            requested_at=time.time(),
+            extra_tags={"scale.id": scale_id, "scale.resource": request.resource, "scale.count": str(count)},
+        )
+        points.append((count, result.parent_run_id, result.summary, result.trials))
+    spec = plans[0].spec
+    first = plans[0]
+    labels = {
+        "device": first.options.device,
+        "backend": first.backend,
+        "cpus_per_trial": str(first.cpus_per_trial),
+        "gpus_per_trial": "count (data-parallel)" if request.data_parallel else f"{first.gpus_per_trial:g}",
+    }
+    rows = tuple(scale_rows(points, spec.workload.train_metric))
+    return ScaleResult(spec, request, scale_id, rows, spec.workload.train_metric, labels)

@@ -1,0 +1,127 @@
+"""A scale result as a terminal table, Markdown/CSV/JSON and a PNG scaling curve."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from gridbench.scale import ScaleResult
+
+# (header, ScaleRow field, format)
+COLUMNS = (
+    ("{unit}", "count", "{:d}"),
+    ("at once", "concurrency", "{:d}"),
+    ("trials", "trials", "{:d}"),
+    ("makespan s", "makespan_s", "{:.1f}"),
+    ("trials/hour", "throughput_per_h", "{:.0f}"),
+    ("speedup", "speedup", "{:.2f}x"),
+    ("efficiency", "efficiency", "{:.0%}"),
+    ("trial wall s (median)", "trial_wall_median_s", "{:.2f}"),
+    ("{train} (median)", "train_median_s", "{:.4g}"),
+    ("setup s (median)", "setup_median_s", "{:.2f}"),
+    ("first trial after s", "first_trial_s", "{:.1f}"),
+    ("idle s", "idle_s", "{:.1f}"),
+)
+
+
+def _unit(result: ScaleResult) -> str:
+    return "GPUs" if result.request.resource == "gpu" else "cores"
+
+
+def _headers(result: ScaleResult) -> list[str]:
+    return [h.format(unit=_unit(result), train=result.train_metric) for h, _, _ in COLUMNS]
+
+
+def _cells(result: ScaleResult) -> list[list[str]]:
+    return [[fmt.format(getattr(row, field)) for _, field, fmt in COLUMNS] for row in result.rows]
+
+
+def title(result: ScaleResult) -> str:
+    mode = "one trial data-parallel over all of them" if result.request.data_parallel else "independent trials"
+    labels = ", ".join(f"{k} {v}" for k, v in result.labels.items())
+    return f"{result.spec.name} over {_unit(result)} {','.join(map(str, result.request.counts))}: {mode} ({labels})"
+
+
+def notes(result: ScaleResult) -> list[str]:
+    base = result.rows[0].count if result.rows else 1
+    return [
+        f"speedup = makespan at {base} / makespan at N; efficiency = speedup / (N / {base}); "
+        "idle s = makespan less the trials' summed wall time spread over the trials that could run at once "
+        "(Ray and worker start, queueing, recording)",
+        f"scale id {result.scale_id}; one MLflow search run per count, tagged scale.id",
+    ]
+
+
+def print_table(console: Console, result: ScaleResult) -> None:
+    table = Table(title=title(result))
+    for header in _headers(result):
+        table.add_column(header, justify="right")
+    for cells in _cells(result):
+        table.add_row(*cells)
+    console.print(table)
+    for line in notes(result):
+        console.print(line, highlight=False)
+
+
+def render(result: ScaleResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(
+            {
+                "experiment": result.spec.name,
+                "scale_id": result.scale_id,
+                "resource": result.request.resource,
+                "data_parallel": result.request.data_parallel,
+                "train_metric": result.train_metric,
+                "labels": result.labels,
+                "rows": [row.to_dict() for row in result.rows],
+            },
+            indent=2,
+        )
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow([field for _, field, _ in COLUMNS] + ["run_id"])
+        for row in result.rows:
+            writer.writerow([getattr(row, field) for _, field, _ in COLUMNS] + [row.run_id])
+        return out.getvalue()
+    if fmt == "markdown":
+        headers = _headers(result)
+        lines = [f"**{title(result)}**", "", "| " + " | ".join(headers) + " |", "|" + "---:|" * len(headers)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in _cells(result)]
+        return "\n".join(lines + [""] + [f"- {line}" for line in notes(result)]) + "\n"
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def plot(result: ScaleResult, path: Path) -> Path:
+    """Speedup against the count, with ideal (linear) scaling for reference, and efficiency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = [row.count for row in result.rows]
+    base = counts[0]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(counts, [c / base for c in counts], "--", color="grey", label="ideal (linear)")
+    left.plot(counts, [row.speedup for row in result.rows], "o-", label="measured (makespan)")
+    left.set_xlabel(_unit(result))
+    left.set_ylabel(f"speedup over {base} {_unit(result)}")
+    left.set_xticks(counts)
+    left.legend()
+    right.plot(counts, [100 * row.efficiency for row in result.rows], "o-")
+    right.axhline(90, color="grey", linewidth=0.8, linestyle=":")
+    right.set_ylim(0, 110)
+    right.set_xticks(counts)
+    right.set_xlabel(_unit(result))
+    right.set_ylabel("parallel efficiency %")
+    fig.suptitle(title(result), fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,108 @@
+"""The model families (gridbench.workloads.keras_families) as workload entries.
+
+Each family's `train` names one Entry here (trial.WorkloadEntry). A trial trains its
+model with Keras `fit` (train_loop=fit) or gridbench's compiled loop (compiled,
+JAX only), on the trial's share of the training set (train_size) under its dtype
+policy (precision).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import keras
+from keras import ops
+
+from gridbench.datasets import Dataset, take_train
+from gridbench.timing import PhaseClock
+from gridbench.workloads import keras_common, keras_families
+from gridbench.workloads.keras_common import (
+    EpochCallback,
+    keras_facts,
+    normalise_device,
+    precision_policy,
+    single_device,
+)
+
+
+class Entry:
+    """A model family's entry: the common Keras set-up, and sessions that build its model."""
+
+    def __init__(self, family: str):
+        self.family = family
+        self.build = keras_families.BUILDERS[family]
+
+    def prepare(self, context) -> None:
+        keras_common.prepare(context)
+
+    def open_session(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
+        data = take_train(data, int(hyperparameters.get("train_size", 0)), seed)
+
+        def build_model() -> keras.Model:
+            return self.build(hyperparameters, data.x_train.shape[1:], data.num_classes)
+
+        if hyperparameters.get("train_loop") == "compiled":
+            from gridbench.workloads.keras_compiled import CompiledSession
+
+            return CompiledSession(hyperparameters, data, seed, build_model)
+        return KerasFitSession(hyperparameters, data, seed, build_model)
+
+
+class KerasFitSession:
+    """One trial's model on Keras `fit`: build and compile, fit (a clock reading per epoch), evaluate."""
+
+    def __init__(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int, build_model):
+        self.hyperparameters = dict(hyperparameters)
+        self.data = data
+        self.seed = seed
+        self.build_model = build_model
+        self.train_samples = len(data.x_train)
+        self.model: keras.Model | None = None
+        self._epochs = EpochCallback()
+
+    def build(self) -> None:
+        keras.utils.set_random_seed(self.seed)
+        single_device()
+        with precision_policy(self.hyperparameters):
+            self.model = self.build_model()
+        # compile() wraps the optimizer in a LossScaleOptimizer under mixed_float16.
+        self.model.compile(
+            optimizer=keras_common.make_optimizer(self.hyperparameters),
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+        )
+
+    def actual_device(self) -> str:
+        return normalise_device(self.model.weights[0].value)
+
+    def sync(self) -> None:
+        if self.model is not None and self.model.weights:
+            ops.convert_to_numpy(self.model.weights[-1].value)
+
+    def fit(self, clock: PhaseClock) -> dict[str, float]:
+        self._epochs.clock = clock
+        self.model.fit(
+            self.data.x_train,
+            self.data.y_train,
+            epochs=int(self.hyperparameters["epochs"]),
+            batch_size=int(self.hyperparameters["batch_size"]),
+            callbacks=[self._epochs],
+            verbose=0,
+        )
+        return {"train_loss": self._epochs.last_loss}
+
+    def evaluate(self) -> dict[str, float]:
+        results = self.model.evaluate(self.data.x_test, self.data.y_test, batch_size=1024, verbose=0, return_dict=True)
+        return {"test_accuracy": float(results["accuracy"])}
+
+    def facts(self) -> dict[str, str]:
+        return {**keras_facts(self.model), "train_loop": "fit"}
+
+
+CNN = Entry("cnn")
+VGG = Entry("vgg")
+RESNET = Entry("resnet")
+SMALLCNN = Entry("smallcnn")
+BILSTM = Entry("bilstm")
+FASTTEXT = Entry("fasttext")
+CHAR_LSTM = Entry("char_lstm")

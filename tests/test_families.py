@@ -1,0 +1,268 @@
+"""The seeds' model families: their loaders on self-made files in Keras' layouts,
+synthetic data, the models' sizes, and each family's experiment as a tiny real search."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from datafiles import make_cifar10, make_imdb, make_text
+
+from gridbench import datasets
+from gridbench.errors import UserError
+from gridbench.spec import load_spec
+from gridbench.workloads import WORKLOADS
+
+FAMILY_EXPERIMENTS = {
+    "mnist-cnn": "cnn",
+    "cifar10-cnn": "vgg",
+    "cifar10-resnet": "resnet",
+    "cifar10-smallcnn": "smallcnn",
+    "imdb-bilstm": "bilstm",
+    "imdb-fasttext": "fasttext",
+    "text-lstm": "char_lstm",
+}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("keras-datasets")
+    make_cifar10(directory)
+    make_imdb(directory)
+    make_text(directory)
+    return directory
+
+
+def test_every_family_has_an_experiment_on_its_dataset():
+    for name, model in FAMILY_EXPERIMENTS.items():
+        spec = load_spec(name)
+        assert spec.model == model and spec.dataset in WORKLOADS[model].datasets
+        assert spec.grid_size >= 4, name  # a grid, not one configuration
+
+
+def test_cifar10_loads_channels_last_and_scaled(data_dir):
+    data = datasets.load(datasets.locate("cifar10", str(data_dir)), seed=0, flat=False)
+    assert data.x_train.shape == (200, 32, 32, 3) and data.x_test.shape == (40, 32, 32, 3)
+    assert data.x_train.dtype == np.float32 and 0 <= data.x_train.min() and data.x_train.max() <= 1
+    # datafiles brightens plane (label % 3): channel-last order must keep that plane.
+    planes = data.x_train.mean(axis=(1, 2)).argmax(axis=1)
+    assert (planes == data.y_train % 3).all()
+
+
+def test_imdb_is_encoded_as_keras_encodes_it(data_dir):
+    raw = np.load(data_dir / "imdb.npz", allow_pickle=True)["x_train"]
+    data = datasets.load(
+        datasets.locate("imdb", str(data_dir)), 0, flat=False, options={"vocab_size": 200, "maxlen": 80}
+    )
+    assert data.x_train.shape == (64, 80) and data.x_train.dtype == np.int32 and data.num_classes == 2
+    first = data.x_train[0][data.x_train[0] > 0]
+    expected = [1] + [w + 3 if w + 3 < 200 else 2 for w in raw[0]]  # start mark, shifted, out of vocabulary
+    assert first.tolist() == expected[-80:]
+    assert (data.x_train[0][: 80 - len(first)] == 0).all()  # padded in front, as pad_sequences pads
+
+
+def test_text_sequences_predict_the_next_character(data_dir):
+    data = datasets.load(datasets.locate("nietzsche", str(data_dir)), 0, flat=False, options={"maxlen": 10})
+    text = (data_dir / "nietzsche.txt").read_text().lower().replace("\n", " ")
+    alphabet = sorted(set(text))
+    decode = lambda row: "".join(alphabet[i] for i in row)  # noqa: E731
+    assert decode(data.x_train[1]) == text[3:13] and alphabet[data.y_train[1]] == text[13]
+    assert data.num_classes == len(alphabet)
+    assert len(data.x_test) == pytest.approx(0.1 * (len(data.x_train) + len(data.x_test)), abs=1)
+
+
+def test_a_missing_dataset_says_how_to_get_it_or_run_synthetic(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras-home"))
+    monkeypatch.delenv(datasets.DATA_DIR_ENV, raising=False)
+
+    def offline():
+        raise OSError("offline")
+
+    monkeypatch.setitem(datasets.LAYOUTS, "cifar10", dataclasses.replace(datasets.LAYOUTS["cifar10"], download=offline))
+    with pytest.raises(UserError, match=r"cifar10 not found .* \(offline\).*--data-dir DIR.*--synthetic"):
+        datasets.locate("cifar10", str(tmp_path))
+
+
+def test_an_incomplete_cifar10_folder_is_a_user_error(tmp_path):
+    folder = make_cifar10(tmp_path)
+    (folder / "data_batch_3").unlink()
+    with pytest.raises(UserError, match="not a valid CIFAR-10 folder .*missing data_batch_3"):
+        datasets.locate("cifar10", str(tmp_path))
+
+
+@pytest.mark.parametrize("name", datasets.DATASETS)
+def test_synthetic_data_has_the_real_shapes_and_label_count(name):
+    shape = datasets.SHAPES[name]
+    data = datasets.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
+    assert data.synthetic and data.num_classes == shape.num_classes
+    assert len(data.x_train) == shape.train and len(data.x_test) == shape.test
+    expected = shape.sample_shape if shape.kind == "image" else (12,)
+    assert data.x_train.shape[1:] == expected
+    assert set(np.unique(data.y_train)) == set(range(shape.num_classes))
+    again = datasets.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
+    assert np.array_equal(again.x_test, data.x_test)  # seeded
+
+
+def test_model_sizes(kept_environ):
+    """The small CNN has the seeds' 39,558 parameters; a ResNet's depth counts its layers."""
+    script = """
+import json
+from gridbench.workloads import WORKLOADS
+from gridbench.workloads.keras_common import weight_layers
+from gridbench.workloads.keras_families import BUILDERS
+def defaults(name, **extra):
+    return {**{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}, **extra}
+small = BUILDERS["smallcnn"](defaults("smallcnn"), (32, 32, 3), 10)
+sizes = {"smallcnn": small.count_params()}
+for depth in (20, 62):
+    model = BUILDERS["resnet"](defaults("resnet", depth=depth), (32, 32, 3), 10)
+    sizes[f"resnet{depth}"] = weight_layers(model)
+sizes["resnet20_params"] = BUILDERS["resnet"](defaults("resnet"), (32, 32, 3), 10).count_params()
+print(json.dumps(sizes))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"},
+    )
+    assert out.returncode == 0, out.stderr
+    sizes = json.loads(out.stdout.splitlines()[-1])
+    assert sizes["smallcnn"] == 39558
+    # 6n+2 on the main path plus the two 1x1 projection shortcuts.
+    assert sizes["resnet20"] == 22 and sizes["resnet62"] == 64
+    assert 270_000 < sizes["resnet20_params"] < 275_000  # He et al.: ResNet-20 has 0.27M parameters
+
+
+def test_resnet_depth_must_be_6n_plus_2():
+    with pytest.raises(UserError, match=r"depth must be 6n\+2"):
+        load_spec("cifar10-resnet").with_overrides({"depth": "21"})
+
+
+def test_precision_is_an_axis_with_keras_policies():
+    spec = load_spec("mnist-cnn").with_overrides(grids={"precision": ["float32", "mixed_bfloat16"]})
+    assert spec.grid["precision"] == ("float32", "mixed_bfloat16")
+    with pytest.raises(UserError, match="precision must be one of float32, mixed_float16, mixed_bfloat16"):
+        load_spec("mnist-cnn").with_overrides({"precision": "float16"})
+
+
+@pytest.mark.slow
+def test_every_family_trains_on_the_compiled_loop_and_fit(data_dir, kept_environ):
+    """Each family's model, on JAX, through both loops: trains, on the CPU, and says what it is."""
+    script = f"""
+import json
+from gridbench import datasets
+from gridbench.trial import TrialContext, run_trial
+from gridbench.workloads import WORKLOADS
+small = {{"vgg": {{"filters": 8, "dense_units": 32}}, "resnet": {{"depth": 8, "filters": 8}},
+         "bilstm": {{"vocab_size": 600, "maxlen": 40, "units": 8, "embedding_dim": 16}},
+         "fasttext": {{"vocab_size": 600, "maxlen": 40, "embedding_dim": 16}}, "char_lstm": {{"units": 16}}}}
+rows = {{}}
+for name, dataset in {json.dumps({m: load_spec(e).dataset for e, m in FAMILY_EXPERIMENTS.items()})}.items():
+    dataset = "digits" if dataset == "mnist" else dataset
+    params = {{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}}
+    params.update(small.get(name, {{}}), epochs=3, batch_size=16, train_loop="compiled", precision="mixed_bfloat16")
+    loops = {{}}
+    for loop in ("compiled", "fit"):
+        context = TrialContext(name, {{**params, "train_loop": loop}}, datasets.locate(dataset, {str(data_dir)!r}),
+                               "cpu", "jax", cpus=2, seed=0)
+        out = run_trial({{}}, context)
+        loops[loop] = [out["status"], out.get("error"), out["tags"].get("device.actual"),
+                       out["tags"].get("precision"), out["tags"].get("lstm.cudnn"),
+                       out["metrics"].get("test_accuracy"), len(out.get("epoch_times", []))]
+    rows[name] = loops
+print(json.dumps(rows))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout.splitlines()[-1])
+    assert sorted(rows) == sorted(FAMILY_EXPERIMENTS.values())
+    for name, loops in rows.items():
+        for loop, (status, error, device, precision, cudnn, accuracy, epochs) in loops.items():
+            assert status == "FINISHED", (name, loop, error)
+            assert device == "cpu:0" and precision == "mixed_bfloat16" and epochs == 3
+            assert cudnn == ("no" if name in ("bilstm", "char_lstm") else None)  # no cuDNN on a CPU
+            assert 0 <= accuracy <= 1
+    # Learnable self-made data: the simplest models learn it in 3 epochs.
+    assert rows["cnn"]["compiled"][5] > 0.5 and rows["fasttext"]["fit"][5] > 0.6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", sorted(FAMILY_EXPERIMENTS))
+def test_each_family_runs_as_a_tiny_search(experiment, data_dir, tmp_path, mnist_dir):
+    """`gridbench search` on a two-configuration grid of each family, as CI can run it."""
+    model = FAMILY_EXPERIMENTS[experiment]
+    shrink = {
+        "cnn": ["--set", "filters=8", "--set", "train_size=2000"],
+        "vgg": ["--set", "filters=8", "--set", "dense_units=32"],
+        "resnet": ["--set", "depth=8", "--set", "filters=8"],
+        "smallcnn": [],
+        "bilstm": ["--set", "units=8", "--set", "vocab_size=600", "--set", "maxlen=40"],
+        "fasttext": ["--set", "vocab_size=600", "--set", "maxlen=40"],
+        "char_lstm": ["--set", "units=16"],
+    }[model]
+    spec = load_spec(experiment)
+    axis = next(iter(spec.grid))
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    data = str(mnist_dir) if spec.dataset == "mnist" else str(data_dir)
+    args = [experiment, "--data-dir", data, "--tracking-uri", store, "--set", "epochs=2", *shrink]
+    args += ["--grid", f"{axis}={','.join(map(str, spec.grid[axis][:2]))}"]
+    args += [arg for other in list(spec.grid)[1:] for arg in ("--set", f"{other}={spec.grid[other][0]}")]
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", *args], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    from mlflow import MlflowClient
+
+    from gridbench.tracking import experiment_name
+
+    client = MlflowClient(store)
+    runs = client.search_runs([client.get_experiment_by_name(experiment_name(experiment)).experiment_id])
+    trials = [r for r in runs if r.data.tags.get("gridbench.kind") == "trial"]
+    assert len(trials) == 2
+    for trial in trials:
+        assert trial.info.status == "FINISHED"
+        assert trial.data.tags["device.actual"] == "cpu:0" and trial.data.tags["data.synthetic"] == "false"
+        assert 0 <= trial.data.metrics["test_accuracy"] <= 1 and trial.data.metrics["steady_epoch_s"] > 0
+        assert int(trial.data.tags["model.params"]) > 0
+
+
+@pytest.mark.slow
+def test_a_synthetic_search_is_tagged_and_never_reports_accuracy(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["mnist-cnn", "--synthetic", "--tracking-uri", store, "--set", "epochs=2", "--set", "filters=4"]
+    args += ["--set", "train_size=512", "--set", "learning_rate=0.001", "--set", "batch_size=128"]
+    args += ["--grid", "precision=float32,mixed_bfloat16"]
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", *args], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "synthetic mnist: random data of the real shapes; timings only, no accuracy" in result.stdout
+    assert "on synthetic data (timings only)" in result.stdout and "test_accuracy" not in result.stdout
+    from mlflow import MlflowClient
+
+    from gridbench.tracking import experiment_name
+
+    client = MlflowClient(store)
+    runs = client.search_runs([client.get_experiment_by_name(experiment_name("mnist-cnn")).experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("gridbench.kind") == "search")
+    trials = [r for r in runs if r.data.tags.get("gridbench.kind") == "trial"]
+    assert parent.data.tags["data.synthetic"] == "true" and parent.info.run_name.endswith("synthetic")
+    assert "best_metric" not in parent.data.metrics
+    assert sorted(t.data.tags["precision"] for t in trials) == ["float32", "mixed_bfloat16"]
+    for trial in trials:
+        assert trial.data.tags["data.synthetic"] == "true"
+        assert not [key for key in trial.data.metrics if "accuracy" in key]
+        assert trial.data.metrics["steady_epoch_s"] > 0

@@ -1,0 +1,172 @@
+"""Scale: the arithmetic of speedup and efficiency, the plans' checks, data parallelism, and a real run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gridbench.errors import UserError
+from gridbench.records import SearchSummary, TrialRecord
+from gridbench.scale import ScaleRequest, parse_counts, plan_scale, scale_rows
+from gridbench.search import SearchOptions
+from gridbench.spec import load_spec
+
+
+def summary(makespan: float, concurrency: int, wall_sum: float) -> SearchSummary:
+    return SearchSummary(8, 8, 0, concurrency, makespan, 5.0, 9.0, wall_sum, 0.9)
+
+
+def trial(wall: float, epoch: float) -> TrialRecord:
+    return TrialRecord(
+        trial_id="t", config={"x": 1}, repeat=0, status="FINISHED", started_at=0.0, ended_at=wall,
+        metrics={"trial_wall_s": wall, "steady_epoch_s": epoch, "import_s": 1.0, "setup_s": 0.5}, tags={},
+    )  # fmt: skip
+
+
+def test_speedup_efficiency_and_idle_time_follow_from_the_makespans():
+    points = [
+        (1, "a", summary(80.0, 1, 72.0), [trial(9.0, 0.5)] * 8),
+        (2, "b", summary(44.0, 2, 76.0), [trial(9.5, 0.5)] * 8),
+        (4, "c", summary(25.0, 4, 80.0), [trial(10.0, 0.6)] * 8),
+    ]
+    rows = scale_rows(points, "steady_epoch_s")
+    assert [r.count for r in rows] == [1, 2, 4] and [r.run_id for r in rows] == ["a", "b", "c"]
+    assert rows[0].speedup == 1.0 and rows[0].efficiency == 1.0
+    assert rows[1].speedup == pytest.approx(80 / 44) and rows[1].efficiency == pytest.approx(80 / 44 / 2)
+    assert rows[2].efficiency == pytest.approx(0.8)
+    assert rows[2].throughput_per_h == pytest.approx(8 / 25 * 3600)
+    assert rows[2].idle_s == pytest.approx(25.0 - 80.0 / 4)  # makespan less the ideal
+    assert rows[2].train_median_s == 0.6 and rows[2].setup_median_s == 1.5 and rows[2].first_trial_s == 9.0
+
+
+@pytest.mark.parametrize("text", ["", "2,1", "1,1", "0,2", "a,b"])
+def test_counts_must_be_increasing_positive_integers(text):
+    with pytest.raises(UserError, match="--gpus"):
+        parse_counts(text, "--gpus")
+
+
+def test_core_counts_keep_each_trial_s_cores_and_check_the_machine():
+    spec = load_spec("digits")
+    plans = plan_scale(spec, SearchOptions(device="cpu"), ScaleRequest("cpu", (1, 2)))
+    assert [p.cpus for p in plans] == [1, 2] and {p.cpus_per_trial for p in plans} == {1}
+    assert [p.concurrency for p in plans] == [1, 2]
+    with pytest.raises(UserError, match="--cpus 4096: this machine has"):
+        plan_scale(spec, SearchOptions(device="cpu"), ScaleRequest("cpu", (1, 4096)))
+
+
+def test_gpu_counts_need_gpus_and_data_parallelism_needs_jax_compiled():
+    spec = load_spec("mnist")
+    with pytest.raises(UserError, match="--data-parallel spreads a trial over GPUs"):
+        plan_scale(spec, SearchOptions(device="cpu"), ScaleRequest("cpu", (1, 2), data_parallel=True))
+    from gridbench.environment import visible_gpu_count
+
+    if visible_gpu_count() == 0:
+        with pytest.raises(UserError, match="no GPU is visible"):
+            plan_scale(spec, SearchOptions(device="gpu", backend="jax"), ScaleRequest("gpu", (1, 2)))
+
+
+def test_data_parallel_search_plans_are_refused_where_they_cannot_run(monkeypatch):
+    from gridbench import environment
+    from gridbench.search import plan_search
+
+    monkeypatch.setattr(environment, "visible_gpu_count", lambda: 4)
+    mnist = load_spec("mnist").with_overrides({"batch_size": "128"})
+    plan = plan_search(mnist, SearchOptions(device="gpu", backend="jax", gpus_per_trial=2, synthetic=True))
+    assert plan.data_parallel and plan.spec.params["train_loop"] == "compiled" and plan.concurrency == 2
+    with pytest.raises(UserError, match="needs a Keras model on --backend jax with train_loop=compiled"):
+        plan_search(mnist, SearchOptions(device="gpu", backend="torch", gpus_per_trial=2))
+    with pytest.raises(UserError, match="batch_size 6 does not split evenly over 4 GPUs"):
+        plan_search(
+            load_spec("mnist").with_overrides({"batch_size": "6"}),
+            SearchOptions(device="gpu", backend="jax", gpus_per_trial=4),
+        )
+
+
+@pytest.mark.slow
+def test_data_parallel_training_splits_each_batch_over_the_devices(kept_environ):
+    """Two XLA host devices stand in for two GPUs: the same compiled loop, sharded by Keras' DataParallel."""
+    script = """
+import json
+from gridbench import datasets
+from gridbench.trial import TrialContext, run_trial
+from gridbench.workloads import WORKLOADS
+rows = {}
+for name in ("mlp", "cnn"):
+    params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
+    params.update(epochs=4, batch_size=32, hidden_units=64, learning_rate=0.003, train_loop="compiled")
+    params.update(optimizer="adam")
+    out = run_trial({}, TrialContext(name, params, datasets.locate("digits"), "cpu", "jax", cpus=2, seed=0))
+    rows[name] = [out["status"], out.get("error"), out["tags"].get("data_parallel.devices"),
+                  out["metrics"].get("test_accuracy")]
+print(json.dumps(rows))
+"""
+    results = {}
+    for devices in (1, 2):
+        env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+               "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[devices] = json.loads(out.stdout.splitlines()[-1])
+    for name in ("mlp", "cnn"):
+        single, parallel = results[1][name], results[2][name]
+        assert single[:3] == ["FINISHED", None, "1"] and parallel[:3] == ["FINISHED", None, "2"]
+        # Same global batch, same steps: the model learns alike (not bit for bit: reductions differ).
+        assert parallel[3] > 0.85 and abs(parallel[3] - single[3]) < 0.05
+
+
+@pytest.mark.slow
+def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gridbench",
+            "scale",
+            "digits",
+            "--cpus",
+            "1,2",
+            "--tracking-uri",
+            store,
+            "--set",
+            "epochs=2",
+            "--format",
+            "json",
+            "--out",
+            str(out),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    rows = report["rows"]
+    assert [r["count"] for r in rows] == [1, 2] and [r["concurrency"] for r in rows] == [1, 2]
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(
+        rows[0]["makespan_s"] / rows[1]["makespan_s"]
+    )
+    assert all(r["trials"] == 4 for r in rows)
+    assert sorted(p.name for p in out.iterdir()) == ["scale.csv", "scale.json", "scale.md", "scaling.png"]
+    assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+
+    from mlflow import MlflowClient
+
+    from gridbench.tracking import experiment_name
+
+    client = MlflowClient(store)
+    runs = client.search_runs([client.get_experiment_by_name(experiment_name("digits")).experiment_id])
+    searches = [r for r in runs if r.data.tags.get("gridbench.kind") == "search"]
+    (summary_run,) = [r for r in runs if r.data.tags.get("gridbench.kind") == "scale"]
+    assert sorted(s.data.tags["scale.count"] for s in searches) == ["1", "2"]
+    assert {s.data.tags["scale.id"] for s in searches} == {report["scale_id"]}
+    assert {s.data.tags["gridbench.scale_run"] for s in searches} == {summary_run.info.run_id}
+    assert summary_run.data.tags["scale.runs"] == ",".join(r["run_id"] for r in rows)
+    assert summary_run.data.metrics["efficiency_2"] == pytest.approx(rows[1]["efficiency"])
+    artifacts = {a.path for a in client.list_artifacts(summary_run.info.run_id)}
+    assert {"scaling.png", "scale.md", "scale.csv", "scale.json"} <= artifacts
