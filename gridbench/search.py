@@ -186,18 +186,13 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
 def _check_data_parallel(spec: ExperimentSpec, backend: str, gpus_per_trial: float) -> None:
     """Several whole GPUs per trial means data parallelism, which runs on JAX's compiled loop only."""
     workload = spec.workload
-    loops = set(spec.grid.get("train_loop", ())) | (
-        {spec.params["train_loop"]} if "train_loop" in spec.params else set()
-    )
+    loops = set(_values(spec, "train_loop"))
     if workload.framework != "keras" or backend != "jax" or loops != {"compiled"}:
         raise UserError(
             f"--gpus-per-trial {gpus_per_trial:g} spreads each trial over {gpus_per_trial:g} GPUs (data parallelism), "
             f"which needs a Keras model on --backend jax with train_loop=compiled; use --gpus-per-trial 1 or below"
         )
-    sizes = set(spec.grid.get("batch_size", ())) | (
-        {spec.params["batch_size"]} if "batch_size" in spec.params else set()
-    )
-    uneven = sorted(size for size in sizes if size % int(gpus_per_trial))
+    uneven = sorted(size for size in _values(spec, "batch_size") if size % int(gpus_per_trial))
     if uneven:
         raise UserError(
             f"batch_size {uneven[0]} does not split evenly over {gpus_per_trial:g} GPUs; "
@@ -287,6 +282,8 @@ def run_search(
             placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
             resources = ray.cluster_resources()
             concurrency = plan.concurrency_on(resources.get("CPU", 0), resources.get("GPU", 0))
+            # On a cluster, what it offers; here, what the plan gave Ray.
+            gpus_used = int(resources.get("GPU", 0)) if options.device == "gpu" else 0
         except BaseException:
             ray.shutdown()
             raise
@@ -324,19 +321,19 @@ def run_search(
             "command": options.command_line or shlex.join(sys.argv),
             "cpus_per_trial": str(plan.cpus_per_trial),
             "gpus_per_trial": f"{plan.gpus_per_trial:g}",
-            "gpus_used": str(plan.gpus),
-            "cpus_used": str(plan.cpus),
+            "gpus_used": str(gpus_used),
+            "cpus_used": str(int(resources.get("CPU", 0))),
             "data_parallel": str(plan.data_parallel).lower(),
             "ray.address": plan.options.address or "local",
             "ray.nodes": str(sum(1 for n in ray.nodes() if n.get("Alive"))),
-            "trials_per_gpu": str(placement.trials_per_gpu(plan.gpus_per_trial)) if plan.gpus else "0",
+            "trials_per_gpu": str(placement.trials_per_gpu(plan.gpus_per_trial)) if gpus_used else "0",
             "gridbench.kind": "search",
             **(extra_tags or {}),
             "compile_cache": "per search" if options.compile_cache and plan.backend == "jax" else "off",
         }
         recorder.start(
             run_name=f"{spec.name} {options.device} {plan.backend} "
-            + (f"{plan.gpus_per_trial:g} GPU/trial" if plan.gpus else f"{plan.cpus_per_trial} CPU/trial")
+            + (f"{plan.gpus_per_trial:g} GPU/trial" if gpus_used else f"{plan.cpus_per_trial} CPU/trial")
             + (" synthetic" if plan.data.synthetic else ""),
             params={
                 **spec.params,
