@@ -110,7 +110,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
     store = tmp_path / "store" / "mlflow.db"
     store.parent.mkdir()
     if "--tracking-uri" not in args:
-        args += ["--tracking-uri", f"sqlite:///{store}"] if args[0] in ("search", "scale", "compare", "baseline") else []
+        writes = args[0] in ("search", "scale", "compare", "baseline")
+        args += ["--tracking-uri", f"sqlite:///{store}"] if writes else []
     result = gridbench(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr

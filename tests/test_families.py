@@ -266,3 +266,29 @@ def test_a_synthetic_search_is_tagged_and_never_reports_accuracy(tmp_path):
         assert trial.data.tags["data.synthetic"] == "true"
         assert not [key for key in trial.data.metrics if "accuracy" in key]
         assert trial.data.metrics["steady_epoch_s"] > 0
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_lstm_runs_as_cudnn_and_the_cnn_on_the_compiled_loop(data_dir, kept_environ):
+    script = f"""
+import json
+from gridbench import datasets
+from gridbench.trial import TrialContext, run_trial
+from gridbench.workloads import WORKLOADS
+rows = {{}}
+small_lstm = {{"vocab_size": 600, "maxlen": 40, "units": 8}}
+for name, dataset, extra in (("bilstm", "imdb", small_lstm), ("cnn", "digits", {{}})):
+    params = {{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}}
+    params.update(extra, epochs=2, batch_size=16, train_loop="compiled")
+    context = TrialContext(name, params, datasets.locate(dataset, {str(data_dir)!r}), "gpu", "jax", cpus=4, seed=0,
+                           gpus_per_trial=1.0)
+    out = run_trial({{}}, context)
+    rows[name] = [out["status"], out.get("error"), out["tags"].get("device.actual"), out["tags"].get("lstm.cudnn")]
+print(json.dumps(rows))
+"""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout.splitlines()[-1])
+    assert rows["bilstm"] == ["FINISHED", None, "gpu:0", "yes"]
+    assert rows["cnn"] == ["FINISHED", None, "gpu:0", None]
