@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -124,8 +125,8 @@ def table(args: argparse.Namespace) -> int:
             cpu, gpu = comparison["searches"][0], comparison["searches"][1]
             pairing = comparison["pairings"][0]
             configs = pairing["configurations"].values()
-            cpu_epoch = _median([c["baseline"]["steady_epoch_s"] for c in configs])
-            gpu_epoch = _median([c["other"]["steady_epoch_s"] for c in configs])
+            cpu_epoch = statistics.median([c["baseline"]["steady_epoch_s"] for c in configs])
+            gpu_epoch = statistics.median([c["other"]["steady_epoch_s"] for c in configs])
             gpu_tags = _tags(directory / "mlflow.db", gpu["run_id"])
             samples = FAMILY_RUNS[spec.name].get("train_size") or "all"
             rows.append(
@@ -136,12 +137,6 @@ def table(args: argparse.Namespace) -> int:
             )
     print("\n".join(rows))
     return 0
-
-
-def _median(values: list[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
 
 
 def main() -> int:

@@ -196,6 +196,12 @@ def _keras_download(dataset: str) -> Callable[[], Any]:
     return download
 
 
+def _keras_mnist():
+    from keras.datasets import mnist
+
+    mnist.load_data(path=MNIST_FILE)
+
+
 def _download_nietzsche():
     from keras.utils import get_file
 
@@ -203,17 +209,11 @@ def _download_nietzsche():
 
 
 LAYOUTS = {
-    "mnist": _Layout(MNIST_FILE, ("",), check_mnist_file, lambda: _keras_mnist()),
+    "mnist": _Layout(MNIST_FILE, ("",), check_mnist_file, _keras_mnist),
     "cifar10": _Layout(CIFAR10_DIR, ("cifar-10-batches-py-target",), check_cifar10_dir, _keras_download("cifar10")),
     "imdb": _Layout(IMDB_FILE, ("",), check_imdb_file, _keras_download("imdb")),
     "nietzsche": _Layout(NIETZSCHE_FILE, ("",), check_text_file, _download_nietzsche),
 }
-
-
-def _keras_mnist():
-    from keras.datasets import mnist
-
-    mnist.load_data(path=MNIST_FILE)
 
 
 def load(source: DataSource, seed: int, flat: bool = True, options: Mapping[str, Any] | None = None) -> Dataset:

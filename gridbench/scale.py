@@ -146,8 +146,11 @@ class ScaleResult:
     request: ScaleRequest
     scale_id: str
     rows: tuple[ScaleRow, ...]
-    train_metric: str
     labels: dict[str, str]  # device, backend, packing: what every count shared
+
+    @property
+    def train_metric(self) -> str:
+        return self.spec.workload.train_metric
 
 
 def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=None) -> ScaleResult:
@@ -174,4 +177,4 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
         "gpus_per_trial": "count (data-parallel)" if request.data_parallel else f"{first.gpus_per_trial:g}",
     }
     rows = tuple(scale_rows(points, spec.workload.train_metric))
-    return ScaleResult(spec, request, scale_id, rows, spec.workload.train_metric, labels)
+    return ScaleResult(spec, request, scale_id, rows, labels)

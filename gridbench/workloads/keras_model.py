@@ -29,7 +29,6 @@ class Entry:
     """A model family's entry: the common Keras set-up, and sessions that build its model."""
 
     def __init__(self, family: str):
-        self.family = family
         self.build = keras_families.BUILDERS[family]
 
     def prepare(self, context) -> None:
