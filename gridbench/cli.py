@@ -11,8 +11,8 @@ import shlex
 import sys
 import time
 
+from gridbench import backends
 from gridbench.errors import UserError
-from gridbench.workloads import BACKENDS, default_backend
 
 EXIT_USER_ERROR = 2
 
@@ -39,9 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument(
         "--backend",
-        choices=tuple(BACKENDS),
-        default=default_backend(),
-        help="Keras backend (default: $KERAS_BACKEND, else tensorflow)",
+        metavar="NAME",
+        help="Keras backend: tensorflow, jax or torch; with --device both, one per half as cpu=NAME,gpu=NAME "
+        "(default: $KERAS_BACKEND; else on a GPU the first of jax, torch, tensorflow that sees it, and on a CPU "
+        "tensorflow; --device both uses the GPU half's for both)",
     )
     search.add_argument(
         "--cpus-per-trial",
@@ -100,9 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="spread each trial over all N GPUs (Keras DataParallel, JAX) instead of N trials side by side",
     )
-    scale.add_argument(
-        "--backend", choices=tuple(BACKENDS), default=default_backend(), help="Keras backend (default: $KERAS_BACKEND)"
-    )
+    scale.add_argument("--backend", metavar="NAME", help="Keras backend (default: as for search)")
     scale.add_argument(
         "--gpus-per-trial", type=float, metavar="F", help="GPU share per trial (default 1; 0.25 packs 4 per GPU)"
     )
@@ -210,15 +209,19 @@ def _search(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from gridbench.report import SearchProgress, print_search
-    from gridbench.search import plan_search, run_search
+    from gridbench.search import plan_pair, plan_search, run_search
 
     spec = _load(args)
-    devices = ("cpu", "gpu") if args.device == "both" else (args.device,)
+    named = backends.parse_flag(args.backend)
     if args.device == "both":
         from gridbench.prices import PriceTable
 
         PriceTable.load(args.prices, args.price)  # bad prices should fail now, not after two searches
-    plans = [plan_search(spec, _search_options(args, device)) for device in devices]  # every check before any run
+        plans = plan_pair(
+            spec, _search_options(args, "cpu", named.get("cpu")), _search_options(args, "gpu", named.get("gpu"))
+        )
+    else:
+        plans = [plan_search(spec, _search_options(args, args.device, named.get(args.device)))]
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # logs: keep the results table on one line per trial
@@ -238,12 +241,12 @@ def _search(args: argparse.Namespace) -> int:
     return 0 if finished else 1
 
 
-def _search_options(args: argparse.Namespace, device: str):
+def _search_options(args: argparse.Namespace, device: str, backend: str | None):
     from gridbench.search import SearchOptions
 
     return SearchOptions(
         device=device,
-        backend=args.backend,
+        backend=backend,
         cpus_per_trial=args.cpus_per_trial,
         # With --device both, the GPU flags shape the GPU search only (elsewhere plan_search checks them).
         gpus_per_trial=None if args.device == "both" and device == "cpu" else args.gpus_per_trial,
@@ -261,6 +264,7 @@ def _search_options(args: argparse.Namespace, device: str):
 
 def _print_plan(console, plan) -> None:
     spec, options = plan.spec, plan.options
+    console.print(f"backend {plan.backend}: {plan.backend_choice.reason}", highlight=False)
     if options.address:
         gpus = f", {plan.gpus_per_trial:g} GPU(s) per trial" if options.device == "gpu" else ""
         where = f"on the Ray cluster at {options.address}"
@@ -294,7 +298,7 @@ def _scale(args: argparse.Namespace) -> int:
     request = ScaleRequest(resource, parse_counts(args.gpus or args.cpus, f"--{resource}s"), args.data_parallel)
     template = SearchOptions(
         device=resource,
-        backend=args.backend,
+        backend=backends.parse_flag(args.backend).get(resource),
         cpus_per_trial=args.cpus_per_trial,
         gpus_per_trial=args.gpus_per_trial,
         compile_cache=args.compile_cache,

@@ -12,7 +12,10 @@ count: for speed-only runs where the data cannot be had; its accuracy means noth
 from __future__ import annotations
 
 import functools
+import io
 import os
+import pickle
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -289,14 +292,55 @@ def _load_mnist(path: Path, options) -> Dataset:
     )
 
 
-def _load_cifar10(path: Path, options) -> Dataset:
-    # Keras' own reader of the pickled batches (it unpickles numpy arrays only).
-    from keras.src.datasets.cifar import load_batch
+# CIFAR-10's batches and IMDb's ragged reviews are pickles. Rebuilding a numpy array needs
+# these globals and nothing else, so a tampered file cannot run code through a pickle.
+_NUMPY_PICKLE_GLOBALS = frozenset(
+    {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),  # written by numpy < 2
+        ("numpy._core.multiarray", "_reconstruct"),
+    }
+)
 
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) in _NUMPY_PICKLE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}: the file may be corrupt or malicious")
+
+
+def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One batch as the CIFAR authors pickled it: (images channel-first, labels)."""
+    with open(path, "rb") as handle:
+        batch = _NumpyOnlyUnpickler(handle, encoding="bytes").load()
+    return batch[b"data"].reshape(-1, 3, 32, 32), np.asarray(batch[b"labels"])
+
+
+def _read_npz_with_objects(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Like np.load(allow_pickle=True), but object arrays may hold numpy arrays and lists only."""
+    arrays = {}
+    with zipfile.ZipFile(path) as archive:
+        for name in names:
+            with archive.open(f"{name}.npy") as member:
+                stream = io.BytesIO(member.read())
+            try:
+                arrays[name] = np.lib.format.read_array(stream, allow_pickle=False)
+            except ValueError:  # an object array: its data is a pickle after the header
+                stream.seek(0)
+                major, _ = np.lib.format.read_magic(stream)
+                # Format 3.0 differs from 2.0 only in the header's text encoding.
+                (np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0)(stream)
+                arrays[name] = _NumpyOnlyUnpickler(stream).load()
+    return arrays
+
+
+def _load_cifar10(path: Path, options) -> Dataset:
     def read(names):
-        parts = [load_batch(str(path / name)) for name in names]
+        parts = [_read_cifar_batch(path / name) for name in names]
         images = np.concatenate([p[0] for p in parts]).transpose(0, 2, 3, 1)  # channels last, as Keras does
-        return _scale(images), np.concatenate([np.asarray(p[1]) for p in parts]).astype(np.int64)
+        return _scale(images), np.concatenate([p[1] for p in parts]).astype(np.int64)
 
     x_train, y_train = read(CIFAR10_FILES[:-1])
     x_test, y_test = read(CIFAR10_FILES[-1:])
@@ -305,11 +349,10 @@ def _load_cifar10(path: Path, options) -> Dataset:
 
 def _load_imdb(path: Path, options) -> Dataset:
     """As keras.datasets.imdb.load_data(num_words=vocab_size) does, then padded to `maxlen` as Keras pads."""
-    from keras.src.datasets.npz_utils import load_npz  # Keras' reader: unpickles numpy arrays only
     from keras.utils import pad_sequences
 
     vocab_size, maxlen = int(options.get("vocab_size", 20000)), int(options.get("maxlen", 100))
-    archive = load_npz(str(path))
+    archive = _read_npz_with_objects(path, IMDB_ARRAYS)
 
     def encode(reviews) -> np.ndarray:
         shifted = [

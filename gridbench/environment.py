@@ -98,6 +98,12 @@ def visible_gpu_count() -> int:
     return count
 
 
+def cuda_driver_major() -> int | None:
+    """The CUDA major version the NVIDIA driver supports (nvidia-smi's "CUDA Version"); None without one."""
+    found = gpus()
+    return int(found[0]["cuda_driver"].split(".")[0]) if found else None
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 

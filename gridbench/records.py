@@ -64,6 +64,7 @@ class SearchSummary:
     time_to_first_trial_s: float  # command start (process creation) to the first trial's start
     trial_wall_sum_s: float
     best_metric: float | None
+    backend_probe_s: float = 0.0  # asking backends in subprocesses whether they see a GPU, before Ray starts
 
     @property
     def ideal_makespan_s(self) -> float:
@@ -83,6 +84,7 @@ class SearchSummary:
             "concurrency": self.concurrency,
             "makespan_s": self.makespan_s,
             "ray_start_s": self.ray_start_s,
+            "backend_probe_s": self.backend_probe_s,
             "time_to_first_trial_s": self.time_to_first_trial_s,
             "trial_wall_sum_s": self.trial_wall_sum_s,
             "overhead_ratio": self.overhead_ratio,

@@ -164,7 +164,9 @@ def print_search(console: Console, result: SearchResult) -> None:
     console.print(
         f"makespan {s.makespan_s:.1f} s for {s.trials_total} trials at concurrency {s.concurrency}; "
         f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
-        f"first trial started {s.time_to_first_trial_s:.1f} s after the command (Ray start {s.ray_start_s:.1f} s)"
+        f"first trial started {s.time_to_first_trial_s:.1f} s after the command ("
+        + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
+        + f"Ray start {s.ray_start_s:.1f} s)"
     )
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")

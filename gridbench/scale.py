@@ -133,7 +133,10 @@ def plan_scale(spec: ExperimentSpec, template: SearchOptions, request: ScaleRequ
         if request.data_parallel:
             raise UserError("--data-parallel spreads a trial over GPUs; use it with --device gpu --gpus")
         options = [replace(template, cpus=count, cpus_per_trial=cpus_per_trial or 1) for count in request.counts]
-    return [plan_search(spec, o) for o in options]
+    first = plan_search(spec, options[0])
+    # The backend is chosen once (asking backends about GPUs takes seconds) and holds for every count.
+    settled = replace(first.backend_choice, probe_s=0.0)
+    return [first, *(plan_search(spec, replace(o, backend_choice=settled)) for o in options[1:])]
 
 
 def new_scale_id() -> str:

@@ -16,16 +16,15 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
-from gridbench import datasets, environment, placement
+from gridbench import backends, datasets, environment, placement
 from gridbench.errors import UserError
 from gridbench.records import SearchSummary, TrialRecord
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import SearchRecorder, check_tracking_uri, resolve_tracking_uri
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
-from gridbench.workloads import BACKENDS, default_backend
 
 DEVICES = ("cpu", "gpu")
 
@@ -44,7 +43,11 @@ class SearchObserver(Protocol):
 @dataclass(frozen=True)
 class SearchOptions:
     device: str = "cpu"
-    backend: str = field(default_factory=default_backend)
+    # None: KERAS_BACKEND, else chosen by device (gridbench.backends.choose).
+    backend: str | None = None
+    # A choice already made for this request (the other half of --device both, another count
+    # of a scale), taken as it is instead of asking the backends again.
+    backend_choice: backends.BackendChoice | None = None
     cpus_per_trial: int | None = None  # default: the cores shared evenly among concurrent trials
     gpus_per_trial: float | None = None  # --device gpu only; default 1 (a fraction packs trials)
     gpus: int | None = None  # --device gpu only; default every visible GPU
@@ -66,12 +69,16 @@ class SearchPlan:
     options: SearchOptions
     tracking_uri: str
     data: datasets.DataSource
-    backend: str  # the Keras backend, or what a non-Keras workload computes with
+    backend_choice: backends.BackendChoice  # the Keras backend (or what a non-Keras workload computes with), and why
     cpus_per_trial: int
     gpus_per_trial: float  # 0 on CPU
     gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
     cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
     trials_total: int
+
+    @property
+    def backend(self) -> str:
+        return self.backend_choice.backend
 
     @property
     def inner_values(self) -> tuple:
@@ -116,38 +123,31 @@ class SearchResult:
 
 
 def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
-    """Checks the request against this machine, the data and the store; raises UserError."""
+    """Checks the request against this machine, the data and the store; raises UserError.
+
+    The checks that need no backend come first, then the backend (asking backends whether
+    they see a GPU takes seconds), then the data and the store.
+    """
     if options.device not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
-    if options.backend not in BACKENDS:
-        raise UserError(f"--backend (or KERAS_BACKEND) must be one of {', '.join(BACKENDS)}, got {options.backend!r}")
-    workload = spec.workload
-    backend = options.backend if workload.framework == "keras" else workload.framework
-    if workload.framework != "keras":
-        if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
-            raise UserError(f"model {workload.name} on --device gpu needs CuPy (pip install cupy-cuda13x)")
-    elif importlib.util.find_spec(BACKENDS[options.backend]) is None:
-        extra = "" if options.backend == "tensorflow" else f" (pip install 'gridbench[{options.backend}]')"
-        raise UserError(f"backend {options.backend} is not installed{extra}; or choose another --backend")
-    spec = spec.for_backend(backend, options.device)
     if options.max_concurrent is not None and options.max_concurrent <= 0:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
+    if options.address and (options.gpus is not None or options.cpus is not None):
+        raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
+    workload = spec.workload
     trials_total = spec.grid_size * spec.repeats
     inner = workload.inner_axis
     ray_trials = trials_total // len(spec.grid.get(inner, (1,))) if inner else trials_total
-    gpus, gpus_per_trial = 0, 0.0
-    if options.address and (options.gpus is not None or options.cpus is not None):
-        raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
+    gpus, gpus_per_trial, visible_gpus = 0, 0.0, 0
     if options.device == "gpu":
         gpus_per_trial = placement.check_gpus_per_trial(
             1.0 if options.gpus_per_trial is None else options.gpus_per_trial
         )
-        if gpus_per_trial > 1:
-            _check_data_parallel(spec, backend, gpus_per_trial)
+        visible_gpus = environment.visible_gpu_count()
         # Ray would queue a GPU trial forever on a machine without one (a cluster's nodes
         # are checked once Ray has joined it).
         if not options.address:
-            gpus = placement.choose_gpus(options.gpus, environment.visible_gpu_count(), gpus_per_trial)
+            gpus = placement.choose_gpus(options.gpus, visible_gpus, gpus_per_trial)
     elif options.gpus_per_trial is not None or options.gpus is not None:
         raise UserError("--gpus and --gpus-per-trial apply to --device gpu only")
     cores = environment.usable_cores()
@@ -166,6 +166,17 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         raise UserError(
             f"--cpus-per-trial {cpus} is more than the {cores} cores this search may use; use at most {cores}"
         )
+    if workload.framework == "keras":
+        choice = _choose_backend(options, visible_gpus)
+    else:
+        if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
+            raise UserError(
+                f"model {workload.name} on --device gpu needs CuPy: pip install 'gridbench[cuda13]' (or [cuda12])"
+            )
+        choice = backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
+    spec = spec.for_backend(choice.backend, options.device)
+    if gpus_per_trial > 1:
+        _check_data_parallel(spec, choice.backend, gpus_per_trial)
     data = datasets.locate(spec.dataset, options.data_dir, options.synthetic)
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
@@ -174,13 +185,39 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         options=options,
         tracking_uri=tracking_uri,
         data=data,
-        backend=backend,
+        backend_choice=choice,
         cpus_per_trial=cpus,
         gpus_per_trial=gpus_per_trial,
         gpus=gpus,
         cpus=cores,
         trials_total=trials_total,
     )
+
+
+def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> tuple[SearchPlan, SearchPlan]:
+    """--device both: the CPU and the GPU search, both checked before either runs.
+
+    Both train on the GPU search's backend, so that the pair compares like for like,
+    unless the CPU search names its own.
+    """
+    gpu_plan = plan_search(spec, gpu)
+    if cpu.backend is None and spec.workload.framework == "keras":
+        reason = f"the GPU search's, so that the pair compares like for like ({gpu_plan.backend_choice.reason})"
+        cpu = replace(cpu, backend_choice=backends.BackendChoice(gpu_plan.backend, reason))
+    return plan_search(spec, cpu), gpu_plan
+
+
+def _choose_backend(options: SearchOptions, visible_gpus: int) -> backends.BackendChoice:
+    if options.backend_choice is not None:
+        return options.backend_choice
+    named = backends.named_backend(options.backend)
+    if options.device == "gpu" and named is None and visible_gpus == 0:
+        # On a cluster from a driver without a GPU: the nodes' backends cannot be asked from here.
+        raise UserError(
+            "--device gpu on a Ray cluster from a machine without a GPU: name the backend the GPU nodes have "
+            "(--backend jax)"
+        )
+    return backends.choose(options.device, named, cuda_major=environment.cuda_driver_major())
 
 
 def _check_data_parallel(spec: ExperimentSpec, backend: str, gpus_per_trial: float) -> None:
@@ -307,6 +344,7 @@ def run_search(
             **env,
             "device": options.device,
             "backend": plan.backend,
+            "backend.reason": plan.backend_choice.reason,
             "spec.name": spec.name,
             "spec.hash": spec.spec_hash,
             "spec.source": spec.source,
@@ -396,6 +434,7 @@ def run_search(
             concurrency=concurrency,
             makespan_s=makespan,
             ray_start_s=ray_start_s,
+            backend_probe_s=plan.backend_choice.probe_s,
             time_to_first_trial_s=min((t.started_at for t in trials), default=process_start) - process_start,
             trial_wall_sum_s=sum(t.metrics.get("trial_wall_s", 0.0) for t in trials),
             best_metric=best,

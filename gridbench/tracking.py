@@ -92,7 +92,7 @@ def artifact_location(uri: str) -> str | None:
 def ui_command(uri: str) -> str:
     if urlparse(uri).scheme in ("http", "https"):
         return f"open {uri}"
-    return f"mlflow ui --backend-store-uri {uri}"
+    return f"python -m gridbench ui --tracking-uri {uri}"  # MLflow's UI without its job runner
 
 
 def _quiet_mlflow() -> None:

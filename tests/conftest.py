@@ -47,6 +47,31 @@ def kept_environ():
     os.environ.update(saved)
 
 
+class FakeProbes:
+    """Stands in for gridbench.backends.probe: the backends in `seeing` see one GPU, the rest none."""
+
+    def __init__(self, seeing=("jax",), cpu_only=()):
+        from gridbench.backends import Probe
+
+        self.seeing, self.cpu_only, self.asked, self._probe = set(seeing), set(cpu_only), [], Probe
+
+    def __call__(self, backend):
+        self.asked.append(backend)
+        if backend in self.seeing:
+            return self._probe(backend, 1, "Fake GPU", seconds=0.5)
+        return self._probe(backend, 0, gpu_build=backend not in self.cpu_only, seconds=0.5)
+
+
+@pytest.fixture
+def fake_probes(monkeypatch) -> FakeProbes:
+    """Backends asked about GPUs without subprocesses: by default JAX sees one GPU."""
+    from gridbench import backends
+
+    probes = FakeProbes()
+    monkeypatch.setattr(backends, "probe", probes)
+    return probes
+
+
 @pytest.fixture
 def store(tmp_path) -> str:
     """A fresh SQLite MLflow store in a temporary directory."""

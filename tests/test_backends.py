@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
+from gridbench import backends, environment
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, plan_search
+from gridbench.search import SearchOptions, plan_pair, plan_search
 from gridbench.spec import load_spec
 from gridbench.tracking import experiment_name
 
@@ -50,3 +51,144 @@ def test_a_backend_that_is_not_installed_is_a_user_error(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "jax" else real_find_spec(name))
     with pytest.raises(UserError, match=r"backend jax is not installed \(pip install 'gridbench\[jax\]'\)"):
         plan_search(load_spec("digits"), SearchOptions(backend="jax"))
+
+
+# --- Which backend a search takes when none is named ---------------------------------------------------------
+
+
+def _everything_installed(backend):
+    return True
+
+
+def test_a_gpu_search_takes_jax_when_jax_sees_the_gpu(fake_probes):
+    choice = backends.choose("gpu", None, is_installed=_everything_installed)
+    assert choice.backend == "jax" and fake_probes.asked == ["jax"]  # the first that sees it: no more asked
+    assert choice.reason == (
+        "the first installed backend that sees a GPU (jax, torch, tensorflow): "
+        "jax sees 1 GPU (Fake GPU; asked in 0.5 s)"
+    )
+    assert choice.probe_s == 0.5
+
+
+def test_a_gpu_search_takes_torch_when_only_torch_sees_the_gpu(fake_probes):
+    fake_probes.seeing = {"torch"}
+    choice = backends.choose("gpu", None, is_installed=_everything_installed)
+    assert choice.backend == "torch" and fake_probes.asked == ["jax", "torch"]
+    assert choice.reason.endswith("torch sees 1 GPU (Fake GPU; asked in 0.5 s); jax: sees no GPU")
+    assert choice.probe_s == 1.0  # both probes' time
+
+
+def test_backends_that_are_not_installed_are_not_asked(fake_probes):
+    fake_probes.seeing = {"tensorflow"}
+    choice = backends.choose("gpu", None, is_installed=lambda backend: backend == "tensorflow")
+    assert choice.backend == "tensorflow" and fake_probes.asked == ["tensorflow"]
+
+
+def test_no_backend_that_sees_the_gpu_names_the_extra_for_the_driver(fake_probes):
+    fake_probes.seeing, fake_probes.cpu_only = set(), {"jax", "tensorflow"}
+    with pytest.raises(UserError) as raised:
+        backends.choose("gpu", None, cuda_major=12, is_installed=_everything_installed)
+    assert str(raised.value) == (
+        "--device gpu: no installed Keras backend can use the GPU (jax: a CPU-only build; torch: sees no GPU; "
+        "tensorflow: a CPU-only build); install JAX's CUDA build: pip install 'gridbench[cuda12]'"
+    )
+
+
+def test_tensorflow_cpu_alone_is_refused_before_anything_runs(fake_probes):
+    """The README's base install: tensorflow-cpu is the only backend."""
+    fake_probes.seeing, fake_probes.cpu_only = set(), {"tensorflow"}
+    with pytest.raises(UserError, match=r"\(tensorflow: a CPU-only build\); install JAX's CUDA build: pip install "):
+        backends.choose("gpu", None, is_installed=lambda backend: backend == "tensorflow")
+    assert fake_probes.asked == ["tensorflow"]
+
+
+def test_a_named_backend_is_checked_against_the_gpu_too(fake_probes):
+    fake_probes.cpu_only = {"tensorflow"}
+    with pytest.raises(UserError) as raised:
+        named = ("tensorflow", "--backend tensorflow")
+        backends.choose("gpu", named, cuda_major=13, is_installed=_everything_installed)
+    assert str(raised.value) == (
+        "--backend tensorflow cannot use a GPU here (tensorflow: a CPU-only build); "
+        "install JAX's CUDA build: pip install 'gridbench[cuda13]', or name another backend"
+    )
+    choice = backends.choose("gpu", ("jax", "KERAS_BACKEND=jax"), is_installed=_everything_installed)
+    assert (choice.backend, choice.reason) == ("jax", "KERAS_BACKEND=jax; it sees 1 GPU (Fake GPU; asked in 0.5 s)")
+
+
+def test_a_cpu_search_keeps_keras_default_and_asks_nothing(fake_probes, monkeypatch):
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    choice = backends.choose("cpu", backends.named_backend(None), is_installed=_everything_installed)
+    assert (choice.backend, choice.probe_s, fake_probes.asked) == ("tensorflow", 0.0, [])
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    assert backends.named_backend(None) == ("torch", "KERAS_BACKEND=torch")
+    assert backends.named_backend("jax") == ("jax", "--backend jax")  # the flag wins over the variable
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        (None, {}),
+        ("jax", {"cpu": "jax", "gpu": "jax"}),
+        ("cpu=tensorflow,gpu=jax", {"cpu": "tensorflow", "gpu": "jax"}),
+    ],
+)
+def test_the_backend_flag_names_one_for_every_device_or_one_per_half(text, named):
+    assert backends.parse_flag(text) == named
+
+
+def test_a_malformed_per_half_backend_flag_is_refused():
+    with pytest.raises(UserError, match="give a backend .jax. or one per device .cpu=tensorflow,gpu=jax."):
+        backends.parse_flag("tpu=jax")
+
+
+def _pretend_one_gpu(monkeypatch):
+    monkeypatch.setattr(environment, "visible_gpu_count", lambda: 1)
+    monkeypatch.setattr(environment, "cuda_driver_major", lambda: 13)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+
+
+def test_both_halves_of_device_both_take_the_gpu_searchs_backend(monkeypatch, fake_probes):
+    _pretend_one_gpu(monkeypatch)
+    cpu, gpu = plan_pair(load_spec("digits"), SearchOptions(device="cpu"), SearchOptions(device="gpu"))
+    assert (cpu.backend, gpu.backend) == ("jax", "jax")
+    assert fake_probes.asked == ["jax"]  # asked once, for the GPU half
+    assert cpu.backend_choice.reason.startswith("the GPU search's, so that the pair compares like for like (")
+    assert cpu.backend_choice.probe_s == 0.0 and gpu.backend_choice.probe_s == 0.5
+    # One per half, when the user names them.
+    cpu, gpu = plan_pair(load_spec("digits"), SearchOptions(device="cpu", backend="tensorflow"), SearchOptions("gpu"))
+    assert (cpu.backend, gpu.backend) == ("tensorflow", "jax")
+
+
+def test_a_kernel_search_asks_no_keras_backend(monkeypatch, fake_probes):
+    _pretend_one_gpu(monkeypatch)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # as if CuPy were installed
+    plan = plan_search(load_spec("kernels-digits"), SearchOptions(device="gpu"))
+    assert (plan.backend, plan.backend_choice.reason) == ("numpy/cupy", "model kernel_ridge computes with numpy/cupy")
+    assert fake_probes.asked == []
+
+
+def test_the_gpu_check_comes_before_any_backend_is_asked(monkeypatch, fake_probes):
+    monkeypatch.setattr(environment, "visible_gpu_count", lambda: 0)
+    with pytest.raises(UserError, match="no GPU is visible on this machine"):
+        plan_search(load_spec("digits"), SearchOptions(device="gpu"))
+    assert fake_probes.asked == []
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", "tensorflow"])
+def test_each_backends_real_probe_answers_in_a_subprocess(backend):
+    """Here (no GPU) each installed backend says it sees none; the probe's own code must run, not crash."""
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(f"{backend} is not installed")
+    found = backends.probe(backend)
+    assert found.error == "" and found.seconds > 0
+    if environment.visible_gpu_count() == 0:
+        assert found.gpus == 0
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_machine_the_first_backend_that_sees_it_is_chosen(monkeypatch):
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    choice = backends.choose("gpu", None, cuda_major=environment.cuda_driver_major())
+    expected = next(b for b in backends.GPU_ORDER if backends.installed(b) and backends.probe(b).sees_gpu)
+    assert choice.backend == expected and choice.probe_s > 0
+    assert f"{expected} sees " in choice.reason

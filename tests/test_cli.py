@@ -144,5 +144,7 @@ def test_keras_backend_variable_sets_the_default_backend(tmp_path):
         "search", "digits", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", env={"KERAS_BACKEND": "numpy"}
     )
     assert result.returncode == 2
-    assert "--backend (or KERAS_BACKEND) must be one of tensorflow, jax, torch, got 'numpy'" in result.stderr
+    assert result.stderr == (
+        "gridbench: error: KERAS_BACKEND=numpy: the backend must be one of tensorflow, jax, torch, got 'numpy'\n"
+    )
     assert not (tmp_path / "mlflow.db").exists()

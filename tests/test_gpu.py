@@ -6,6 +6,7 @@ Run on a lent GPU machine (see README, "GPU runs"); skipped where no GPU is visi
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 
@@ -73,3 +74,26 @@ def test_cpu_trials_stay_off_the_gpu_they_can_see(store, backend):
     for child in children:
         assert child.info.status == "FINISHED" and child.data.tags["device.actual"] == "cpu:0"
         assert "gpu_samples" not in child.data.metrics
+
+
+@pytest.mark.parametrize("experiment", ["digits", "kernels-digits"])
+def test_a_gpu_search_needs_no_backend_named(store, experiment):
+    """The headline command as a new user types it: no --backend, no KERAS_BACKEND."""
+    from gridbench import backends
+
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", experiment, "--device", "gpu", "--tracking-uri", store],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, (parent,), children = runs_of(store, experiment)
+    if experiment == "digits":
+        expected = next(b for b in backends.GPU_ORDER if backends.installed(b) and backends.probe(b).sees_gpu)
+        assert f"backend {expected}: the first installed backend that sees a GPU" in result.stdout
+        assert parent.data.tags["backend"] == expected and parent.data.metrics["backend_probe_s"] > 0
+        assert parent.data.tags["backend.reason"].startswith("the first installed backend that sees a GPU")
+    else:
+        assert parent.data.tags["backend"] == "numpy/cupy"
+    assert children and all(c.data.tags["device.actual"] == "gpu:0" for c in children)
+    assert all(c.info.status == "FINISHED" for c in children)

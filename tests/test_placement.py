@@ -85,7 +85,7 @@ def _pretend_gpus(monkeypatch, count, cores=16):
     monkeypatch.setattr(environment, "usable_cores", lambda: cores)
 
 
-def test_a_packed_gpu_search_shares_the_cores_among_its_trials(monkeypatch, mnist_dir, store):
+def test_a_packed_gpu_search_shares_the_cores_among_its_trials(monkeypatch, mnist_dir, store, fake_probes):
     _pretend_gpus(monkeypatch, 1)
     options = SearchOptions(
         device="gpu", backend="jax", gpus_per_trial=0.25, data_dir=str(mnist_dir), tracking_uri=store
@@ -96,7 +96,7 @@ def test_a_packed_gpu_search_shares_the_cores_among_its_trials(monkeypatch, mnis
     assert (whole.gpus_per_trial, whole.concurrency, whole.cpus_per_trial) == (1.0, 1, 16)
 
 
-def test_gpus_limits_the_gpus_a_search_uses(monkeypatch, mnist_dir):
+def test_gpus_limits_the_gpus_a_search_uses(monkeypatch, mnist_dir, fake_probes):
     _pretend_gpus(monkeypatch, 4)
     plan = plan_search(load_spec("mnist"), SearchOptions(device="gpu", backend="jax", gpus=2, data_dir=str(mnist_dir)))
     assert (plan.gpus, plan.concurrency, plan.cpus_per_trial) == (2, 2, 8)

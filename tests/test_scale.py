@@ -69,11 +69,12 @@ def test_gpu_counts_need_gpus_and_data_parallelism_needs_jax_compiled():
             plan_scale(spec, SearchOptions(device="gpu", backend="jax"), ScaleRequest("gpu", (1, 2)))
 
 
-def test_data_parallel_search_plans_are_refused_where_they_cannot_run(monkeypatch):
+def test_data_parallel_search_plans_are_refused_where_they_cannot_run(monkeypatch, fake_probes):
     from gridbench import environment
     from gridbench.search import plan_search
 
     monkeypatch.setattr(environment, "visible_gpu_count", lambda: 4)
+    fake_probes.seeing.add("torch")
     mnist = load_spec("mnist").with_overrides({"batch_size": "128"})
     plan = plan_search(mnist, SearchOptions(device="gpu", backend="jax", gpus_per_trial=2, synthetic=True))
     assert plan.data_parallel and plan.spec.params["train_loop"] == "compiled" and plan.concurrency == 2

@@ -114,14 +114,18 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
         text=True,
         timeout=600,
         cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"},
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "overhead ratio" in result.stdout and "mlflow ui --backend-store-uri" in result.stdout
+    assert result.stdout.startswith("backend tensorflow: Keras' default for a CPU search (KERAS_BACKEND is unset)\n")
+    assert "overhead ratio" in result.stdout and "python -m gridbench ui --tracking-uri" in result.stdout
 
     spec = load_spec("digits")
     client, parents, children = runs_of(store, "digits")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     parent = parents[0].data
+    assert parent.tags["backend.reason"] == "Keras' default for a CPU search (KERAS_BACKEND is unset)"
+    assert parent.metrics["backend_probe_s"] == 0.0  # nothing asked on a CPU
     for tag in (
         "cpu.model",
         "cpu.cores_usable",

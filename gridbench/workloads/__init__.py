@@ -7,21 +7,12 @@ the function that trains it, imported only inside a trial.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gridbench.errors import UserError
 
 Value = int | float | str
-
-# Keras backends -> the module each needs.
-BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
-
-
-def default_backend() -> str:
-    """Keras' own convention: KERAS_BACKEND, else TensorFlow."""
-    return os.environ.get("KERAS_BACKEND", "tensorflow")
 
 
 @dataclass(frozen=True)
