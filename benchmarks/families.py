@@ -62,9 +62,9 @@ def search_args(experiment: str, data_dir: str | None) -> tuple[list[str], bool]
 
 
 def _has_data(dataset: str, directory: Path) -> bool:
-    from gridbench import datasets
+    from gridbench.datasets import find
 
-    return dataset == "digits" or (directory / datasets.LAYOUTS[dataset].entry).exists()
+    return dataset == "digits" or (directory / find.LAYOUTS[dataset].entry).exists()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,8 +38,9 @@ import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from gridbench import datasets, environment  # noqa: E402
-from gridbench.timing import PhaseClock  # noqa: E402
+from gridbench import environment  # noqa: E402
+from gridbench.datasets import find, read  # noqa: E402
+from gridbench.trial.timing import PhaseClock  # noqa: E402
 from gridbench.workloads import keras_compiled, keras_mlp  # noqa: E402
 
 HYPERPARAMETERS = {
@@ -205,7 +206,7 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
 
-    data = datasets.load(datasets.locate(args.dataset, args.data_dir), seed=0)
+    data = read.load(find.locate(args.dataset, args.data_dir), seed=0)
     device = jax.devices()[0]
     print(
         f"device {device.platform}:{device.id} ({device.device_kind}); jax {jax.__version__}, keras {keras.__version__}"

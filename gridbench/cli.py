@@ -11,7 +11,6 @@ import shlex
 import sys
 import time
 
-from gridbench import backends
 from gridbench.errors import UserError
 
 EXIT_USER_ERROR = 2
@@ -208,13 +207,13 @@ def _load(args: argparse.Namespace):
 def _search(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from gridbench.report import SearchProgress, print_search
-    from gridbench.search import plan_pair, plan_search, run_search
+    from gridbench.search import backends, plan_pair, plan_search, run_search
+    from gridbench.search.progress import SearchProgress, print_search
 
     spec = _load(args)
     named = backends.parse_flag(args.backend)
     if args.device == "both":
-        from gridbench.prices import PriceTable
+        from gridbench.compare.prices import PriceTable
 
         PriceTable.load(args.prices, args.price)  # bad prices should fail now, not after two searches
         plans = plan_pair(
@@ -287,10 +286,10 @@ def _scale(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from gridbench import scale_report
-    from gridbench.report import SearchProgress
     from gridbench.scale import ScaleRequest, parse_counts, plan_scale, run_scale
-    from gridbench.search import SearchOptions
+    from gridbench.scale import report as scale_report
+    from gridbench.search import SearchOptions, backends
+    from gridbench.search.progress import SearchProgress
     from gridbench.tracking import record_summary
 
     spec = _load(args)
@@ -381,9 +380,9 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
     import tempfile
     from pathlib import Path
 
-    from gridbench import compare_report
     from gridbench.compare import compare
-    from gridbench.prices import PriceTable
+    from gridbench.compare import report as compare_report
+    from gridbench.compare.prices import PriceTable
     from gridbench.tracking import read_search, record_comparison
 
     if len(run_ids) < 2:
@@ -426,7 +425,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from gridbench.baseline import run_baseline
+    from gridbench.search.baseline import run_baseline
 
     spec = _load(args)
     run_id, summary, trials = run_baseline(spec, args.estimator, args.tracking_uri, args.data_dir, args.n_jobs)
@@ -439,7 +438,7 @@ def _baseline(args: argparse.Namespace) -> int:
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from gridbench.ui import serve
+    from gridbench.tracking.ui import serve
 
     return serve(args.tracking_uri, args.port, args.experiment)
 

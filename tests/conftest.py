@@ -48,10 +48,10 @@ def kept_environ():
 
 
 class FakeProbes:
-    """Stands in for gridbench.backends.probe: the backends in `seeing` see one GPU, the rest none."""
+    """Stands in for gridbench.search.backends.probe: the backends in `seeing` see one GPU, the rest none."""
 
     def __init__(self, seeing=("jax",), cpu_only=()):
-        from gridbench.backends import Probe
+        from gridbench.search.backends import Probe
 
         self.seeing, self.cpu_only, self.asked, self._probe = set(seeing), set(cpu_only), [], Probe
 
@@ -65,7 +65,7 @@ class FakeProbes:
 @pytest.fixture
 def fake_probes(monkeypatch) -> FakeProbes:
     """Backends asked about GPUs without subprocesses: by default JAX sees one GPU."""
-    from gridbench import backends
+    from gridbench.search import backends
 
     probes = FakeProbes()
     monkeypatch.setattr(backends, "probe", probes)

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from gridbench import backends, environment
+from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, plan_pair, plan_search
+from gridbench.search import SearchOptions, backends, plan_pair, plan_search
 from gridbench.spec import load_spec
 from gridbench.tracking import experiment_name
 

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from gridbench.ui import HOST, free_port, server_command
+from gridbench.tracking.ui import HOST, free_port, server_command
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,13 @@ import math
 
 import pytest
 
-from gridbench import compare_report
-from gridbench.compare import SearchRun, TrialRun, compare, geometric_mean, ratio_with_interval, time_to_target
+from gridbench.compare import compare
+from gridbench.compare import report as compare_report
+from gridbench.compare.pairing import time_to_target
+from gridbench.compare.prices import PriceTable
+from gridbench.compare.statistics import geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
-from gridbench.prices import PriceTable
+from gridbench.tracking.read import SearchRun, TrialRun
 
 PRICES = PriceTable(cpu_core_hour=0.05, gpu_hour={"NVIDIA H100": 3.0}, source="test")
 

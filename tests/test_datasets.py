@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gridbench import datasets
+from gridbench.datasets import find, read
 from gridbench.errors import UserError
 
 
@@ -33,23 +34,23 @@ def test_data_dir_comes_first_then_the_environment_then_keras_cache(tmp_path, mo
     env = make_mnist(tmp_path / "env")
     given = make_mnist(tmp_path / "given")
     monkeypatch.setenv(datasets.DATA_DIR_ENV, str(tmp_path / "env"))
-    assert datasets.locate("mnist", str(tmp_path / "given")).path == str(given)
-    assert datasets.locate("mnist").path == str(env)
+    assert find.locate("mnist", str(tmp_path / "given")).path == str(given)
+    assert find.locate("mnist").path == str(env)
     monkeypatch.delenv(datasets.DATA_DIR_ENV)
-    assert datasets.locate("mnist").path == str(cache)
+    assert find.locate("mnist").path == str(cache)
 
 
 def test_corrupt_file_is_a_user_error(tmp_path, no_keras_cache):
     make_mnist(tmp_path / "bad", corrupt=True)
     with pytest.raises(UserError, match=r"is not a valid mnist.npz \(x_train is uint8\[100, 28, 28\]"):
-        datasets.locate("mnist", str(tmp_path / "bad"))
+        find.locate("mnist", str(tmp_path / "bad"))
 
 
 def test_not_a_zip_file_is_a_user_error(tmp_path, no_keras_cache):
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "mnist.npz").write_bytes(b"not an archive")
     with pytest.raises(UserError, match="is not a valid mnist.npz"):
-        datasets.locate("mnist", str(tmp_path / "junk"))
+        find.locate("mnist", str(tmp_path / "junk"))
 
 
 def test_missing_file_offline_says_where_it_looked_and_how_to_fix(tmp_path, monkeypatch, no_keras_cache):
@@ -64,7 +65,7 @@ def test_missing_file_offline_says_where_it_looked_and_how_to_fix(tmp_path, monk
     monkeypatch.setitem(sys.modules, "keras", keras)
     monkeypatch.setitem(sys.modules, "keras.datasets", keras_datasets)
     with pytest.raises(UserError) as caught:
-        datasets.locate("mnist", str(tmp_path / "empty"))
+        find.locate("mnist", str(tmp_path / "empty"))
     message = str(caught.value)
     assert str(tmp_path / "empty" / "mnist.npz") in message
     assert str(tmp_path / "keras-home" / "datasets" / "mnist.npz") in message
@@ -73,7 +74,7 @@ def test_missing_file_offline_says_where_it_looked_and_how_to_fix(tmp_path, monk
 
 
 def test_digits_are_bundled_and_split_stratified():
-    data = datasets.load(datasets.locate("digits"), seed=0)
+    data = read.load(find.locate("digits"), seed=0)
     assert data.x_train.dtype == np.float32 and data.x_train.shape[1] == 64
     assert len(data.x_train) + len(data.x_test) == 1797
     assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0
@@ -81,7 +82,7 @@ def test_digits_are_bundled_and_split_stratified():
 
 
 def test_real_mnist_loads_scaled_and_flat(mnist_dir):
-    data = datasets.load(datasets.locate("mnist", str(mnist_dir)), seed=0)
+    data = read.load(find.locate("mnist", str(mnist_dir)), seed=0)
     assert data.x_train.shape == (60000, 784) and data.x_test.shape == (10000, 784)
     assert data.x_train.dtype == np.float32 and data.x_train.max() == 1.0
     # The label counts the README beside the file gives.

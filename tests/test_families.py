@@ -14,6 +14,7 @@ import pytest
 from datafiles import make_cifar10, make_imdb, make_text
 
 from gridbench import datasets
+from gridbench.datasets import find, read
 from gridbench.errors import UserError
 from gridbench.spec import load_spec
 from gridbench.workloads import WORKLOADS
@@ -46,7 +47,7 @@ def test_every_family_has_an_experiment_on_its_dataset():
 
 
 def test_cifar10_loads_channels_last_and_scaled(data_dir):
-    data = datasets.load(datasets.locate("cifar10", str(data_dir)), seed=0, flat=False)
+    data = read.load(find.locate("cifar10", str(data_dir)), seed=0, flat=False)
     assert data.x_train.shape == (200, 32, 32, 3) and data.x_test.shape == (40, 32, 32, 3)
     assert data.x_train.dtype == np.float32 and 0 <= data.x_train.min() and data.x_train.max() <= 1
     # datafiles brightens plane (label % 3): channel-last order must keep that plane.
@@ -56,9 +57,7 @@ def test_cifar10_loads_channels_last_and_scaled(data_dir):
 
 def test_imdb_is_encoded_as_keras_encodes_it(data_dir):
     raw = np.load(data_dir / "imdb.npz", allow_pickle=True)["x_train"]
-    data = datasets.load(
-        datasets.locate("imdb", str(data_dir)), 0, flat=False, options={"vocab_size": 200, "maxlen": 80}
-    )
+    data = read.load(find.locate("imdb", str(data_dir)), 0, flat=False, options={"vocab_size": 200, "maxlen": 80})
     assert data.x_train.shape == (64, 80) and data.x_train.dtype == np.int32 and data.num_classes == 2
     first = data.x_train[0][data.x_train[0] > 0]
     expected = [1] + [w + 3 if w + 3 < 200 else 2 for w in raw[0]]  # start mark, shifted, out of vocabulary
@@ -67,7 +66,7 @@ def test_imdb_is_encoded_as_keras_encodes_it(data_dir):
 
 
 def test_text_sequences_predict_the_next_character(data_dir):
-    data = datasets.load(datasets.locate("nietzsche", str(data_dir)), 0, flat=False, options={"maxlen": 10})
+    data = read.load(find.locate("nietzsche", str(data_dir)), 0, flat=False, options={"maxlen": 10})
     text = (data_dir / "nietzsche.txt").read_text().lower().replace("\n", " ")
     alphabet = sorted(set(text))
     decode = lambda row: "".join(alphabet[i] for i in row)  # noqa: E731
@@ -83,28 +82,28 @@ def test_a_missing_dataset_says_how_to_get_it_or_run_synthetic(tmp_path, monkeyp
     def offline():
         raise OSError("offline")
 
-    monkeypatch.setitem(datasets.LAYOUTS, "cifar10", dataclasses.replace(datasets.LAYOUTS["cifar10"], download=offline))
+    monkeypatch.setitem(find.LAYOUTS, "cifar10", dataclasses.replace(find.LAYOUTS["cifar10"], download=offline))
     with pytest.raises(UserError, match=r"cifar10 not found .* \(offline\).*--data-dir DIR.*--synthetic"):
-        datasets.locate("cifar10", str(tmp_path))
+        find.locate("cifar10", str(tmp_path))
 
 
 def test_an_incomplete_cifar10_folder_is_a_user_error(tmp_path):
     folder = make_cifar10(tmp_path)
     (folder / "data_batch_3").unlink()
     with pytest.raises(UserError, match="not a valid CIFAR-10 folder .*missing data_batch_3"):
-        datasets.locate("cifar10", str(tmp_path))
+        find.locate("cifar10", str(tmp_path))
 
 
 @pytest.mark.parametrize("name", datasets.DATASETS)
 def test_synthetic_data_has_the_real_shapes_and_label_count(name):
     shape = datasets.SHAPES[name]
-    data = datasets.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
+    data = read.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
     assert data.synthetic and data.num_classes == shape.num_classes
     assert len(data.x_train) == shape.train and len(data.x_test) == shape.test
     expected = shape.sample_shape if shape.kind == "image" else (12,)
     assert data.x_train.shape[1:] == expected
     assert set(np.unique(data.y_train)) == set(range(shape.num_classes))
-    again = datasets.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
+    again = read.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
     assert np.array_equal(again.x_test, data.x_test)  # seeded
 
 
@@ -158,6 +157,7 @@ def test_every_family_trains_on_the_compiled_loop_and_fit(data_dir, kept_environ
     script = f"""
 import json
 from gridbench import datasets
+from gridbench.datasets import find, read
 from gridbench.trial import TrialContext, run_trial
 from gridbench.workloads import WORKLOADS
 small = {{"vgg": {{"filters": 8, "dense_units": 32}}, "resnet": {{"depth": 8, "filters": 8}},
@@ -170,7 +170,7 @@ for name, dataset in {json.dumps({m: load_spec(e).dataset for e, m in FAMILY_EXP
     params.update(small.get(name, {{}}), epochs=3, batch_size=16, train_loop="compiled", precision="mixed_bfloat16")
     loops = {{}}
     for loop in ("compiled", "fit"):
-        context = TrialContext(name, {{**params, "train_loop": loop}}, datasets.locate(dataset, {str(data_dir)!r}),
+        context = TrialContext(name, {{**params, "train_loop": loop}}, find.locate(dataset, {str(data_dir)!r}),
                                "cpu", "jax", cpus=2, seed=0)
         out = run_trial({{}}, context)
         loops[loop] = [out["status"], out.get("error"), out["tags"].get("device.actual"),
@@ -273,6 +273,7 @@ def test_on_a_gpu_the_lstm_runs_as_cudnn_and_the_cnn_on_the_compiled_loop(data_d
     script = f"""
 import json
 from gridbench import datasets
+from gridbench.datasets import find, read
 from gridbench.trial import TrialContext, run_trial
 from gridbench.workloads import WORKLOADS
 rows = {{}}
@@ -280,7 +281,7 @@ small_lstm = {{"vocab_size": 600, "maxlen": 40, "units": 8}}
 for name, dataset, extra in (("bilstm", "imdb", small_lstm), ("cnn", "digits", {{}})):
     params = {{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}}
     params.update(extra, epochs=2, batch_size=16, train_loop="compiled")
-    context = TrialContext(name, params, datasets.locate(dataset, {str(data_dir)!r}), "gpu", "jax", cpus=4, seed=0,
+    context = TrialContext(name, params, find.locate(dataset, {str(data_dir)!r}), "gpu", "jax", cpus=4, seed=0,
                            gpus_per_trial=1.0)
     out = run_trial({{}}, context)
     rows[name] = [out["status"], out.get("error"), out["tags"].get("device.actual"), out["tags"].get("lstm.cudnn")]

@@ -10,10 +10,11 @@ import sys
 import pytest
 
 from gridbench.errors import UserError
-from gridbench.records import SearchSummary, TrialRecord
-from gridbench.scale import ScaleRequest, parse_counts, plan_scale, scale_rows
+from gridbench.scale import ScaleRequest, parse_counts, plan_scale
+from gridbench.scale.run import scale_rows
 from gridbench.search import SearchOptions
 from gridbench.spec import load_spec
+from gridbench.tracking.records import SearchSummary, TrialRecord
 
 
 def summary(makespan: float, concurrency: int, wall_sum: float) -> SearchSummary:
@@ -93,6 +94,7 @@ def test_data_parallel_training_splits_each_batch_over_the_devices(kept_environ)
     script = """
 import json
 from gridbench import datasets
+from gridbench.datasets import find, read
 from gridbench.trial import TrialContext, run_trial
 from gridbench.workloads import WORKLOADS
 rows = {}
@@ -100,7 +102,7 @@ for name in ("mlp", "cnn"):
     params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
     params.update(epochs=4, batch_size=32, hidden_units=64, learning_rate=0.003, train_loop="compiled")
     params.update(optimizer="adam")
-    out = run_trial({}, TrialContext(name, params, datasets.locate("digits"), "cpu", "jax", cpus=2, seed=0))
+    out = run_trial({}, TrialContext(name, params, find.locate("digits"), "cpu", "jax", cpus=2, seed=0))
     rows[name] = [out["status"], out.get("error"), out["tags"].get("data_parallel.devices"),
                   out["metrics"].get("test_accuracy")]
 print(json.dumps(rows))

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from gridbench.records import SearchSummary, TrialRecord, config_key
-from gridbench.timing import PhaseClock, epoch_summary
+from gridbench.tracking.records import SearchSummary, TrialRecord, config_key
+from gridbench.trial.timing import PhaseClock, epoch_summary
 
 
 def test_epoch_summary_keeps_warmup_apart():

@@ -41,13 +41,13 @@ def test_the_estimator_runs_under_gridsearchcv():
     """The estimator a trial trains is the one a user would hand to scikit-learn."""
     from sklearn.model_selection import GridSearchCV
 
-    from gridbench import datasets
+    from gridbench.datasets import find, read
     from gridbench.spec import load_spec
     from gridbench.workloads.keras_mlp import make_estimator
 
     spec = load_spec("digits")
     hyperparameters = {**spec.params, "hidden_units": 16, "learning_rate": 0.01, "epochs": 2}
-    data = datasets.load(datasets.locate("digits"), seed=0)
+    data = read.load(find.locate("digits"), seed=0)
     search = GridSearchCV(make_estimator(hyperparameters, seed=0), {"model__hidden_units": [8, 16]}, cv=2)
     search.fit(data.x_train, data.y_train)
     assert search.best_params_["model__hidden_units"] in (8, 16)
@@ -63,9 +63,10 @@ def test_the_compiled_loop_trains_the_same_keras_model_as_fit():
 
     script = """
 from gridbench import datasets
-from gridbench.timing import PhaseClock
+from gridbench.datasets import find, read
+from gridbench.trial.timing import PhaseClock
 from gridbench.workloads import keras_mlp
-data = datasets.load(datasets.DataSource("digits"), seed=0)
+data = read.load(datasets.DataSource("digits"), seed=0)
 hp = dict(epochs=4, batch_size=32, hidden_units=64, hidden_layers=1, dropout=0.2, learning_rate=0.01, optimizer="adam")
 for loop in ("fit", "compiled"):
     session = keras_mlp.open_session({**hp, "train_loop": loop}, data, seed=0)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 
-from gridbench import placement
-from gridbench.timing import PhaseClock
+if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
+    from gridbench.trial.timing import PhaseClock
+
 
 OPTIMIZERS = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop, "sgd": keras.optimizers.SGD}
 
@@ -89,7 +90,7 @@ def prepare(context) -> None:
         import torch
 
         # PyTorch allocates on demand; cap it so that one packed trial cannot starve the others.
-        torch.cuda.set_per_process_memory_fraction(placement.memory_fraction(context.gpus_per_trial), 0)
+        torch.cuda.set_per_process_memory_fraction(context.memory_fraction, 0)
 
 
 def prepare_keras(cpus: int) -> None:

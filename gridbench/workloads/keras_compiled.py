@@ -20,7 +20,7 @@ JAX backend only (gridbench.workloads.resolve_train_loop refuses the others).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +28,6 @@ import keras
 import numpy as np
 
 from gridbench.datasets import Dataset
-from gridbench.timing import PhaseClock
 from gridbench.workloads.keras_common import (
     check_divisible_batch,
     data_parallel,
@@ -37,6 +36,9 @@ from gridbench.workloads.keras_common import (
     normalise_device,
     precision_policy,
 )
+
+if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
+    from gridbench.trial.timing import PhaseClock
 
 
 def make_train_step(model: keras.Model, optimizer: keras.Optimizer, loss_fn: keras.losses.Loss):

@@ -9,14 +9,13 @@ This module is the workload's entry (trial.WorkloadEntry): prepare, open_session
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 from keras import ops
 from scikeras.wrappers import KerasClassifier
 
 from gridbench.datasets import Dataset
-from gridbench.timing import PhaseClock
 from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this module is a workload entry)
     EpochCallback,
     keras_facts,
@@ -25,6 +24,9 @@ from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this mod
     prepare,
     single_device,
 )
+
+if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
+    from gridbench.trial.timing import PhaseClock
 
 
 def build_mlp(hidden_units: int, hidden_layers: int, dropout: float, meta: dict[str, Any]) -> keras.Model:

@@ -8,13 +8,13 @@ policy (precision).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 from keras import ops
 
-from gridbench.datasets import Dataset, take_train
-from gridbench.timing import PhaseClock
+from gridbench.datasets import Dataset
+from gridbench.datasets.read import take_train
 from gridbench.workloads import keras_common, keras_families
 from gridbench.workloads.keras_common import (
     EpochCallback,
@@ -23,6 +23,9 @@ from gridbench.workloads.keras_common import (
     precision_policy,
     single_device,
 )
+
+if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
+    from gridbench.trial.timing import PhaseClock
 
 
 class Entry:

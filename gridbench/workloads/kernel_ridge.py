@@ -157,9 +157,7 @@ def prepare(context) -> None:
     if context.device == "gpu":
         import cupy
 
-        from gridbench import placement
-
-        cupy.get_default_memory_pool().set_limit(fraction=placement.memory_fraction(context.gpus_per_trial))
+        cupy.get_default_memory_pool().set_limit(fraction=context.memory_fraction)
 
 
 def open_session(hyperparameters, data, seed: int, device: str):

@@ -15,11 +15,11 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from gridbench import environment, placement
+from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.records import SearchSummary, TrialRecord
-from gridbench.search import SearchOptions, SearchPlan, plan_search
+from gridbench.search import SearchOptions, SearchPlan, placement, plan_search
 from gridbench.spec import ExperimentSpec
+from gridbench.tracking.records import SearchSummary, TrialRecord
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from gridbench.errors import UserError
 
-DEFAULT_PRICES = Path(__file__).resolve().parent / "data" / "prices.toml"
+DEFAULT_PRICES = Path(__file__).resolve().parent.parent / "data" / "prices.toml"
 
 
 @dataclass(frozen=True)

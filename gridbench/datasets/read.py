@@ -1,222 +1,29 @@
-"""Datasets: located and checked in the driver, loaded inside each trial.
-
-`locate` runs before a search starts, so a missing or corrupt file is a user error
-that writes nothing; `load` runs in the trial and is part of its setup time.
-
-Files keep the layouts `keras.datasets` downloads and caches in ~/.keras/datasets,
-so a user's existing cache, or a copy of it passed with --data-dir, works as is.
-`--synthetic` replaces a dataset with random data of its real shapes and label
-count: for speed-only runs where the data cannot be had; its accuracy means nothing.
-"""
+"""The trial's side of the data: read a located dataset (or make synthetic data) as arrays."""
 
 from __future__ import annotations
 
 import functools
 import io
-import os
 import pickle
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from gridbench.errors import UserError
-
-DATA_DIR_ENV = "GRIDBENCH_DATA_DIR"
-MNIST_FILE = "mnist.npz"
-# Keras' layout of mnist.npz: name -> (shape, dtype).
-MNIST_ARRAYS = {
-    "x_train": ((60000, 28, 28), np.uint8),
-    "y_train": ((60000,), np.uint8),
-    "x_test": ((10000, 28, 28), np.uint8),
-    "y_test": ((10000,), np.uint8),
-}
-CIFAR10_DIR = "cifar-10-batches-py"  # the folder inside Keras' (and Toronto's) tarball
-CIFAR10_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch")
-IMDB_FILE = "imdb.npz"
-IMDB_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
-# IMDb word indices as keras.datasets.imdb.load_data shifts them: 0 pads, 1 starts a review, 2 is out of vocabulary.
-IMDB_START, IMDB_OOV, IMDB_INDEX_FROM = 1, 2, 3
-NIETZSCHE_FILE = "nietzsche.txt"
-# Where the Keras character-level text generation example downloads it from.
-NIETZSCHE_URL = "https://s3.amazonaws.com/text-datasets/nietzsche.txt"
-TEXT_STEP = 3  # one training sequence every 3 characters, as in that example
-TEXT_TEST_FRACTION = 0.1  # the text's last 10% of sequences, held out
-
-
-@dataclass(frozen=True)
-class Dataset:
-    name: str
-    x_train: np.ndarray  # images: float32 in [0, 1], (n, height, width, channels) or flat; text: int32 indices
-    y_train: np.ndarray  # integer class labels
-    x_test: np.ndarray
-    y_test: np.ndarray
-    num_classes: int
-    synthetic: bool = False
-
-
-@dataclass(frozen=True)
-class DataSource:
-    """Where a trial finds its data: a dataset name and, for files, a checked path."""
-
-    name: str
-    path: str | None = None  # None for data bundled with a library (digits) and synthetic data
-    synthetic: bool = False
-
-    @property
-    def description(self) -> str:
-        if self.synthetic:
-            return "synthetic (random data of the real shapes; accuracy meaningless)"
-        return self.path or "bundled with scikit-learn"
-
-
-@dataclass(frozen=True)
-class SyntheticShape:
-    """The real dataset's sizes, which --synthetic reproduces with random values."""
-
-    train: int
-    test: int
-    num_classes: int
-    kind: str  # "image" (sample shape below) or "tokens" (a sequence of `maxlen` indices)
-    sample_shape: tuple[int, ...] = ()
-
-
-SHAPES = {
-    "digits": SyntheticShape(1347, 450, 10, "image", (8, 8, 1)),
-    "mnist": SyntheticShape(60000, 10000, 10, "image", (28, 28, 1)),
-    "cifar10": SyntheticShape(50000, 10000, 10, "image", (32, 32, 3)),
-    "imdb": SyntheticShape(25000, 25000, 2, "tokens"),
-    # About the Nietzsche corpus of Keras' text generation example: 600,000 characters, 56 symbols.
-    "nietzsche": SyntheticShape((600_000 // TEXT_STEP) * 9 // 10, (600_000 // TEXT_STEP) // 10, 56, "tokens"),
-}
-DATASETS = tuple(SHAPES)
-
-
-def keras_cache_dir() -> Path:
-    return Path(os.environ.get("KERAS_HOME", Path.home() / ".keras")) / "datasets"
-
-
-def locate(name: str, data_dir: str | None = None, synthetic: bool = False) -> DataSource:
-    """Finds the dataset's file (downloading it through Keras if needed) and checks it."""
-    if name not in SHAPES:
-        raise UserError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
-    if synthetic:
-        return DataSource(name, synthetic=True)
-    if name == "digits":
-        return DataSource("digits")
-    layout = LAYOUTS[name]
-    looked = []
-    for directory in (data_dir, os.environ.get(DATA_DIR_ENV), *(keras_cache_dir() / c for c in layout.cached)):
-        if not directory:
-            continue
-        path = Path(directory).expanduser() / layout.entry
-        looked.append(str(path))
-        if path.exists():
-            layout.check(path)
-            return DataSource(name, str(path.resolve()))
-    path = _download(name, layout, looked)
-    layout.check(path)
-    return DataSource(name, str(path.resolve()))
-
-
-def _download(name: str, layout: _Layout, looked: list[str]) -> Path:
-    # Keras' own download, which caches the file under ~/.keras/datasets. Importing
-    # Keras is slow, so this runs only when no local copy exists.
-    try:
-        layout.download()
-    except Exception as err:  # any network or checksum failure means: not available here
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UserError(
-            f"{name} not found (looked in {', '.join(looked)}) and Keras' download failed ({reason}); "
-            f"put Keras' {layout.entry} in a directory and pass --data-dir DIR or set {DATA_DIR_ENV}=DIR, "
-            f"or pass --synthetic for a speed-only run on random data of the same shapes"
-        ) from None
-    for cached in layout.cached:
-        if (keras_cache_dir() / cached / layout.entry).exists():
-            return keras_cache_dir() / cached / layout.entry
-    raise UserError(f"Keras downloaded {name} but {layout.entry} is not under {keras_cache_dir()}")
-
-
-def _not_valid(path: Path, what: str, err: Exception | str) -> UserError:
-    return UserError(f"{path} is not a valid {what} ({err}); replace it with Keras' copy or point --data-dir elsewhere")
-
-
-def check_mnist_file(path: Path) -> None:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            for key, (shape, dtype) in MNIST_ARRAYS.items():
-                if key not in archive.files:
-                    raise ValueError(f"no array {key!r}")
-                array = archive[key]
-                if array.shape != shape or array.dtype != dtype:
-                    raise ValueError(
-                        f"{key} is {array.dtype}{list(array.shape)}, expected {np.dtype(dtype)}{list(shape)}"
-                    )
-    except Exception as err:
-        raise UserError(
-            f"{path} is not a valid mnist.npz ({err}); replace it with Keras' mnist.npz "
-            f"(x_train, y_train, x_test, y_test) or point --data-dir elsewhere"
-        ) from None
-
-
-def check_cifar10_dir(path: Path) -> None:
-    missing = [f for f in CIFAR10_FILES if not (path / f).is_file()]
-    if missing:
-        raise _not_valid(path, "CIFAR-10 folder", f"missing {', '.join(missing)}")
-
-
-def check_imdb_file(path: Path) -> None:
-    try:
-        with np.load(path, allow_pickle=False) as archive:  # lists the arrays without unpickling them
-            missing = [key for key in IMDB_ARRAYS if key not in archive.files]
-    except Exception as err:
-        raise _not_valid(path, "imdb.npz", err) from None
-    if missing:
-        raise _not_valid(path, "imdb.npz", f"no array {', '.join(missing)}")
-
-
-def check_text_file(path: Path) -> None:
-    if not path.is_file() or path.stat().st_size < 1000:
-        raise _not_valid(path, "text corpus", "under 1,000 bytes")
-
-
-@dataclass(frozen=True)
-class _Layout:
-    entry: str  # the file or folder a data directory holds
-    cached: tuple[str, ...]  # where under ~/.keras/datasets Keras' download leaves it
-    check: Callable[[Path], None]
-    download: Callable[[], Any]
-
-
-def _keras_download(dataset: str) -> Callable[[], Any]:
-    def download():
-        import importlib
-
-        importlib.import_module(f"keras.datasets.{dataset}").load_data()
-
-    return download
-
-
-def _keras_mnist():
-    from keras.datasets import mnist
-
-    mnist.load_data(path=MNIST_FILE)
-
-
-def _download_nietzsche():
-    from keras.utils import get_file
-
-    get_file(NIETZSCHE_FILE, origin=NIETZSCHE_URL)
-
-
-LAYOUTS = {
-    "mnist": _Layout(MNIST_FILE, ("",), check_mnist_file, _keras_mnist),
-    "cifar10": _Layout(CIFAR10_DIR, ("cifar-10-batches-py-target",), check_cifar10_dir, _keras_download("cifar10")),
-    "imdb": _Layout(IMDB_FILE, ("",), check_imdb_file, _keras_download("imdb")),
-    "nietzsche": _Layout(NIETZSCHE_FILE, ("",), check_text_file, _download_nietzsche),
-}
+from gridbench.datasets import (
+    CIFAR10_FILES,
+    IMDB_ARRAYS,
+    IMDB_INDEX_FROM,
+    IMDB_OOV,
+    IMDB_START,
+    MNIST_ARRAYS,
+    SHAPES,
+    TEXT_STEP,
+    TEXT_TEST_FRACTION,
+    Dataset,
+    DataSource,
+)
 
 
 def load(source: DataSource, seed: int, flat: bool = True, options: Mapping[str, Any] | None = None) -> Dataset:

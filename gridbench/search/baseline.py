@@ -17,11 +17,12 @@ import time
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from gridbench import datasets, environment
+from gridbench import environment
+from gridbench.datasets import find, read
 from gridbench.errors import UserError
-from gridbench.records import SearchSummary, TrialRecord
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import SearchRecorder, check_tracking_uri, resolve_tracking_uri
+from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.workloads.kernel_ridge import one_vs_rest_targets
 
 ESTIMATORS = ("svc", "kernel_ridge")
@@ -66,7 +67,7 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
         raise UserError("--n-jobs must not be 0 (scikit-learn: a positive count, or -1 for every core)")
     uri = resolve_tracking_uri(tracking_uri)
     check_tracking_uri(uri)
-    source = datasets.locate(spec.dataset, data_dir)
+    source = find.locate(spec.dataset, data_dir)
 
     from sklearn.model_selection import GridSearchCV, PredefinedSplit
     from sklearn.svm import SVC
@@ -87,7 +88,7 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
     status, error, summary = "FAILED", None, None
     trials: list[TrialRecord] = []
     try:
-        data = datasets.load(source, seed=spec.seed)
+        data = read.load(source, seed=spec.seed)
         sizes, param_grid = _grid(spec, name)
         started = time.perf_counter()
         for size in sizes:

@@ -8,7 +8,8 @@ import json
 import math
 from pathlib import Path
 
-from gridbench.compare import Comparison, Pairing, Ratio, geometric_mean
+from gridbench.compare.pairing import Comparison, Pairing
+from gridbench.compare.statistics import Ratio, geometric_mean
 
 FORMATS = ("table", "markdown", "csv", "json")
 # Training-time metrics as tables and plots name them: (column, adjective).

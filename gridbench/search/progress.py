@@ -16,8 +16,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from gridbench.records import TrialRecord
 from gridbench.tracking import ui_command
+from gridbench.tracking.records import TrialRecord
 
 if TYPE_CHECKING:
     from gridbench.search import SearchResult

@@ -17,8 +17,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
-from gridbench import datasets, gpu_monitor, placement
-from gridbench.timing import PhaseClock, epoch_summary
+from gridbench.datasets import Dataset, DataSource
+from gridbench.datasets.read import load_shared
+from gridbench.trial import gpu_monitor
+from gridbench.trial.memory import memory_environment, memory_fraction
+from gridbench.trial.timing import PhaseClock, epoch_summary
 from gridbench.workloads import get_workload
 
 REPEAT_KEY = "repeat"
@@ -30,7 +33,7 @@ class TrialContext:
 
     workload: str
     params: Mapping[str, Any]  # fixed hyperparameters
-    data: datasets.DataSource
+    data: DataSource
     device: str  # "cpu" or "gpu": what was requested
     backend: str  # Keras backend: tensorflow, jax or torch
     cpus: int  # CPUs Ray reserved for each trial
@@ -39,6 +42,11 @@ class TrialContext:
     compile_cache_dir: str | None = None  # JAX programs compiled once per search and shared; None: off
     inner_axis: str | None = None  # a grid axis trained inside each trial (Workload.inner_axis)
     inner_values: tuple = ()
+
+    @property
+    def memory_fraction(self) -> float:
+        """The share of its GPU's memory a trial may take (0 on CPU); frameworks without a variable for it cap it."""
+        return memory_fraction(self.gpus_per_trial) if self.gpus_per_trial else 0.0
 
 
 class WorkloadEntry(Protocol):
@@ -49,9 +57,7 @@ class WorkloadEntry(Protocol):
     """
 
     def prepare(self, context: TrialContext) -> None: ...
-    def open_session(
-        self, hyperparameters: Mapping[str, Any], data: datasets.Dataset, seed: int
-    ) -> WorkloadSession: ...
+    def open_session(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int) -> WorkloadSession: ...
 
 
 class WorkloadSession(Protocol):
@@ -98,7 +104,7 @@ def configure_process(context: TrialContext) -> None:
     if not gpu_monitor.assigned_gpu_indices():
         raise DeviceMismatch("requested gpu but no GPU was assigned to this trial (CUDA_VISIBLE_DEVICES is empty)")
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    os.environ.update(placement.memory_environment(context.backend, context.gpus_per_trial))
+    os.environ.update(memory_environment(context.backend, context.gpus_per_trial))
 
 
 def _blas_threads() -> str:
@@ -144,12 +150,12 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any
     return outcome
 
 
-def _load_data(context: TrialContext, hyperparameters) -> datasets.Dataset:
+def _load_data(context: TrialContext, hyperparameters) -> Dataset:
     workload = get_workload(context.workload, "trial")
-    return datasets.load_shared(context.data, context.seed, flat=workload.flat_inputs, options=hyperparameters)
+    return load_shared(context.data, context.seed, flat=workload.flat_inputs, options=hyperparameters)
 
 
-def _without_accuracy(metrics: dict[str, float], data: datasets.DataSource) -> dict[str, float]:
+def _without_accuracy(metrics: dict[str, float], data: DataSource) -> dict[str, float]:
     """Synthetic data has random labels: its accuracy is never reported, not even as a metric."""
     return {k: v for k, v in metrics.items() if "accuracy" not in k} if data.synthetic else metrics
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from gridbench.scale import ScaleResult
+from gridbench.scale.run import ScaleResult
 
 # (header, ScaleRow field, format)
 COLUMNS = (

@@ -15,7 +15,7 @@ import time
 from urllib.parse import urlparse
 
 from gridbench.errors import UserError
-from gridbench.tracking import artifact_location, check_tracking_uri, experiment_name, resolve_tracking_uri
+from gridbench.tracking.store import artifact_location, check_tracking_uri, experiment_name, resolve_tracking_uri
 
 HOST = "127.0.0.1"
 

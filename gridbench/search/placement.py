@@ -4,7 +4,8 @@ A trial asks Ray for `gpus_per_trial` GPUs: a fraction packs several trials on o
 GPU (0.25 packs four), a whole number gives each trial that many GPUs. Everything
 here is checked before anything starts, and again against the Ray cluster's nodes
 before anything is written, because Ray queues a request it cannot meet forever.
-Nothing in this module imports a framework.
+Nothing in this module imports a framework. (What a trial does with its share, in its
+own process, is gridbench.trial.memory.)
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ from typing import Any, Mapping, Sequence
 
 from gridbench.errors import UserError
 
-# A packed trial may fill its share of the GPU's memory less this margin, which is
-# left for each process's CUDA context, cuBLAS workspaces and allocator slack.
-MEMORY_HEADROOM = 0.1
 _EPSILON = 1e-9
 
 
@@ -77,26 +75,3 @@ def check_cluster(nodes: Sequence[Mapping[str, Any]], cpus_per_trial: int, gpus_
         f"its largest node has {largest_cpu:g} CPU(s) and {largest_gpu:g} GPU(s); "
         f"lower --cpus-per-trial/--gpus-per-trial or add nodes"
     )
-
-
-def memory_fraction(gpus_per_trial: float) -> float:
-    """The share of one GPU's memory a trial may take."""
-    return round(min(gpus_per_trial, 1.0) * (1 - MEMORY_HEADROOM), 4)
-
-
-def memory_environment(backend: str, gpus_per_trial: float) -> dict[str, str]:
-    """Variables each framework reads at import so that packed trials fit on one GPU.
-
-    JAX preallocates 75% of the GPU per process by default (four packed trials ran
-    out of memory): preallocate the trial's share instead, which keeps JAX's fast
-    allocator. TensorFlow takes nearly all memory unless told to grow on demand.
-    PyTorch allocates on demand; its cap is set after import (see keras_mlp.prepare).
-    """
-    if backend == "jax":
-        return {
-            "XLA_PYTHON_CLIENT_PREALLOCATE": "true",
-            "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{memory_fraction(gpus_per_trial)}",
-        }
-    if backend == "tensorflow":
-        return {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-    return {}

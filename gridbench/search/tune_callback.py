@@ -11,8 +11,8 @@ import time
 
 from ray import tune
 
-from gridbench.records import TrialRecord
 from gridbench.tracking import SearchRecorder
+from gridbench.tracking.records import TrialRecord
 from gridbench.trial import REPEAT_KEY
 
 

@@ -11,13 +11,13 @@ there is no interval, and the table says so. Nothing here reads or writes MLflow
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from gridbench.compare.prices import PriceTable
+from gridbench.compare.statistics import Ratio, geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
-from gridbench.prices import PriceTable
+from gridbench.tracking.read import SearchRun, TrialRun
 
 # Facts that must agree for a comparison to mean anything (refused unless allowed).
 MUST_MATCH = ("spec.name", "dataset", "data.synthetic", "model", "backend", "metric")
@@ -29,88 +29,6 @@ WALL = "trial_wall_s"
 def timings(search: SearchRun) -> tuple[str, str]:
     """The training-time metric its workload reports (steady_epoch_s, fit_s), and the trial's wall time."""
     return (search.tags.get("timing.train", "steady_epoch_s"), WALL)
-
-
-@dataclass(frozen=True)
-class TrialRun:
-    key: str  # the configuration, as records.config_key writes it
-    config: Mapping[str, str]
-    repeat: int
-    status: str
-    metrics: Mapping[str, float]
-    ended_s: float  # seconds after the search started
-
-    @property
-    def finished(self) -> bool:
-        return self.status == "FINISHED"
-
-
-@dataclass(frozen=True)
-class SearchRun:
-    """One search as MLflow holds it: the parent run's facts and its trials."""
-
-    run_id: str
-    tags: Mapping[str, str]
-    params: Mapping[str, str]  # fixed hyperparameters, grid.* axes, repeats, seed
-    metrics: Mapping[str, float]
-    trials: tuple[TrialRun, ...]
-
-    @property
-    def label(self) -> str:
-        device = self.tags.get("device", "?")
-        if device == "gpu":
-            share = self.tags.get("gpus_per_trial", "1")
-            device = f"gpu x{self.tags.get('gpus_used', '?')}" + (f" ({share}/trial)" if share not in ("1", "") else "")
-        else:
-            device = f"cpu ({self.tags.get('cpus_per_trial', '?')} cores/trial)"
-        return f"{device} {self.tags.get('backend', '')} {self.run_id[:8]}".strip()
-
-    @property
-    def fixed_params(self) -> dict[str, str]:
-        return {k: v for k, v in self.params.items() if not k.startswith("grid.") and k not in ("repeats", "seed")}
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """baseline / other, with a 95% interval where the repeats allow one."""
-
-    value: float
-    low: float | None = None
-    high: float | None = None
-
-    @property
-    def significant(self) -> bool | None:
-        """Whether the interval excludes 1 (no difference); None without an interval."""
-        if self.low is None or self.high is None:
-            return None
-        return not (self.low <= 1.0 <= self.high)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "ci95_low": self.low, "ci95_high": self.high, "significant": self.significant}
-
-
-def ratio_with_interval(baseline: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> Ratio:
-    """Geometric-mean ratio baseline/other and a Welch t-interval on the logs."""
-    if not baseline or not other or min(*baseline, *other) <= 0:
-        raise ValueError("ratios need positive times on both sides")
-    log_a, log_b = [math.log(x) for x in baseline], [math.log(x) for x in other]
-    difference = statistics.fmean(log_a) - statistics.fmean(log_b)
-    if len(log_a) < 2 or len(log_b) < 2:
-        return Ratio(math.exp(difference))
-    var_a, var_b = statistics.variance(log_a) / len(log_a), statistics.variance(log_b) / len(log_b)
-    standard_error = math.sqrt(var_a + var_b)
-    if standard_error == 0:
-        return Ratio(math.exp(difference), math.exp(difference), math.exp(difference))
-    # Welch-Satterthwaite degrees of freedom.
-    dof = (var_a + var_b) ** 2 / (var_a**2 / (len(log_a) - 1) + var_b**2 / (len(log_b) - 1))
-    from scipy.stats import t
-
-    half_width = t.ppf(0.5 + confidence / 2, dof) * standard_error
-    return Ratio(math.exp(difference), math.exp(difference - half_width), math.exp(difference + half_width))
-
-
-def geometric_mean(values: Sequence[float]) -> float | None:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
 
 
 def time_to_target(search: SearchRun, metric: str, target: float | None, mode: str) -> float | None:

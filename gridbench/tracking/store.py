@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from urllib.parse import urlparse
 
 from gridbench.errors import UserError
-from gridbench.records import SearchSummary, TrialRecord
+from gridbench.tracking.records import SearchSummary, TrialRecord
 
 EXPERIMENT_PREFIX = "gridbench/"
 # MLflow caps a tag value at 8000 characters (5000 in older servers).
@@ -95,7 +95,7 @@ def ui_command(uri: str) -> str:
     return f"python -m gridbench ui --tracking-uri {uri}"  # MLflow's UI without its job runner
 
 
-def _quiet_mlflow() -> None:
+def quiet_mlflow() -> None:
     # MLflow logs database migrations and run URLs at INFO; the terminal has a progress bar.
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -111,7 +111,7 @@ class SearchRecorder:
     def __init__(self, tracking_uri: str, spec_name: str):
         from mlflow import MlflowClient
 
-        _quiet_mlflow()
+        quiet_mlflow()
 
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri)
@@ -188,78 +188,6 @@ class SearchRecorder:
         )
 
 
-def read_search(tracking_uri: str, run_id: str):
-    """A search's parent run and its trials, as gridbench.compare.SearchRun."""
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
-
-    from gridbench.compare import SearchRun, TrialRun
-
-    _quiet_mlflow()
-    client = MlflowClient(tracking_uri)
-    try:
-        parent = client.get_run(run_id)
-    except MlflowException:
-        raise UserError(f"no run {run_id} in {tracking_uri}; give a search's parent run id") from None
-    if parent.data.tags.get("gridbench.kind") != "search":
-        raise UserError(f"run {run_id} is not a gridbench search (a trial or a comparison?); give a parent run id")
-    children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'", max_results=50000
-    )
-    started_ms = parent.info.start_time
-    trials = []
-    for child in children:
-        config = {k: v for k, v in child.data.params.items() if k in _grid_axes(parent.data.params)}
-        trials.append(
-            TrialRun(
-                key=child.data.tags.get("config_key", ""),
-                config=config,
-                repeat=int(child.data.params.get("repeat", 0)),
-                status=child.info.status,
-                metrics=dict(child.data.metrics),
-                ended_s=((child.info.end_time or started_ms) - started_ms) / 1000,
-            )
-        )
-    return SearchRun(
-        run_id=run_id,
-        tags=dict(parent.data.tags),
-        params=dict(parent.data.params),
-        metrics=dict(parent.data.metrics),
-        trials=tuple(sorted(trials, key=lambda t: (t.key, t.repeat))),
-    )
-
-
-def _grid_axes(params: Mapping[str, str]) -> set[str]:
-    return {k[len("grid.") :] for k in params if k.startswith("grid.")}
-
-
-def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
-    """The newest finished search of `spec_name` on each device, CPU first."""
-    from mlflow import MlflowClient
-
-    _quiet_mlflow()
-    client = MlflowClient(tracking_uri)
-    experiment = client.get_experiment_by_name(experiment_name(spec_name))
-    if experiment is None:
-        raise UserError(f"no searches of {spec_name!r} in {tracking_uri}; run `gridbench search {spec_name}` first")
-    runs = client.search_runs(
-        [experiment.experiment_id],
-        filter_string="tags.`gridbench.kind` = 'search' and attributes.status = 'FINISHED'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1000,
-    )
-    newest: dict[str, str] = {}
-    for run in runs:
-        newest.setdefault(run.data.tags.get("device", "?"), run.info.run_id)
-    if len(newest) < 2:
-        found = ", ".join(newest) or "none"
-        raise UserError(
-            f"--experiment {spec_name}: finished searches on one device only ({found}); run the other device's "
-            f"search, or give run ids"
-        )
-    return [newest[d] for d in sorted(newest, key=lambda d: (d != "cpu", d))]
-
-
 def record_comparison(
     tracking_uri: str,
     spec_name: str,
@@ -286,7 +214,7 @@ def record_summary(
 ) -> str:
     """A run that sums up searches (a comparison, a scale), linked to them both ways:
     it lists them, and each gets a gridbench.<kind> tag naming it."""
-    _quiet_mlflow()
+    quiet_mlflow()
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)

@@ -1,0 +1,212 @@
+"""Planning a search: every check against the machine, the data and the store, before anything is written.
+
+spec + options -> backend, GPUs and cores, data, store -> SearchPlan
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, replace
+
+from gridbench import environment
+from gridbench.datasets import DataSource
+from gridbench.datasets.find import locate
+from gridbench.errors import UserError
+from gridbench.search import backends, placement
+from gridbench.spec import ExperimentSpec
+from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
+
+DEVICES = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    device: str = "cpu"
+    # None: KERAS_BACKEND, else chosen by device (gridbench.search.backends.choose).
+    backend: str | None = None
+    # A choice already made for this request (the other half of --device both, another count
+    # of a scale), taken as it is instead of asking the backends again.
+    backend_choice: backends.BackendChoice | None = None
+    cpus_per_trial: int | None = None  # default: the cores shared evenly among concurrent trials
+    gpus_per_trial: float | None = None  # --device gpu only; default 1 (a fraction packs trials)
+    gpus: int | None = None  # --device gpu only; default every visible GPU
+    cpus: int | None = None  # cores the search may use in all; default every usable core
+    address: str | None = None  # an existing Ray cluster to join ("auto", "HOST:PORT"); None: start one here
+    max_concurrent: int | None = None
+    compile_cache: bool = True  # share compiled JAX programs among a search's trials
+    tracking_uri: str | None = None
+    data_dir: str | None = None
+    synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
+    command_line: str = ""
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """Everything a search needs, checked; building it writes nothing."""
+
+    spec: ExperimentSpec  # as it runs on the chosen backend ("auto" choices resolved)
+    options: SearchOptions
+    tracking_uri: str
+    data: DataSource
+    backend_choice: backends.BackendChoice  # the Keras backend (or what a non-Keras workload computes with), and why
+    cpus_per_trial: int
+    gpus_per_trial: float  # 0 on CPU
+    gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
+    cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
+    trials_total: int
+
+    @property
+    def backend(self) -> str:
+        return self.backend_choice.backend
+
+    @property
+    def inner_values(self) -> tuple:
+        """The values of the workload's inner axis, which each Ray trial trains together."""
+        inner = self.spec.workload.inner_axis
+        if inner is None:
+            return ()
+        return tuple(self.spec.grid[inner]) if inner in self.spec.grid else (self.spec.params[inner],)
+
+    @property
+    def trial_groups(self) -> int:
+        """Ray trials: configurations x repeats, less those trained together in one trial."""
+        return self.trials_total // max(1, len(self.inner_values))
+
+    @property
+    def data_parallel(self) -> bool:
+        """Each trial spreads its batches over several whole GPUs (Keras' DataParallel)."""
+        return self.gpus_per_trial > 1
+
+    @property
+    def concurrency(self) -> int:
+        """Trials this machine's resources allow at once (see concurrency_on for a cluster)."""
+        return self.concurrency_on(self.cpus, self.gpus)
+
+    def concurrency_on(self, cpus: float, gpus: float) -> int:
+        """Trials that `cpus` cores and `gpus` GPUs allow at once."""
+        allowed = min(int(cpus) // self.cpus_per_trial, self.trial_groups)
+        if self.options.device == "gpu":
+            allowed = min(allowed, placement.gpu_slots(int(gpus), self.gpus_per_trial))
+        if self.options.max_concurrent:
+            allowed = min(allowed, self.options.max_concurrent)
+        return max(1, allowed)
+
+
+def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
+    """Checks the request against this machine, the data and the store; raises UserError.
+
+    The checks that need no backend come first, then the backend (asking backends whether
+    they see a GPU takes seconds), then the data and the store.
+    """
+    if options.device not in DEVICES:
+        raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
+    if options.max_concurrent is not None and options.max_concurrent <= 0:
+        raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
+    if options.address and (options.gpus is not None or options.cpus is not None):
+        raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
+    workload = spec.workload
+    trials_total = spec.grid_size * spec.repeats
+    inner = workload.inner_axis
+    ray_trials = trials_total // len(spec.grid.get(inner, (1,))) if inner else trials_total
+    gpus, gpus_per_trial, visible_gpus = 0, 0.0, 0
+    if options.device == "gpu":
+        gpus_per_trial = placement.check_gpus_per_trial(
+            1.0 if options.gpus_per_trial is None else options.gpus_per_trial
+        )
+        visible_gpus = environment.visible_gpu_count()
+        # Ray would queue a GPU trial forever on a machine without one (a cluster's nodes
+        # are checked once Ray has joined it).
+        if not options.address:
+            gpus = placement.choose_gpus(options.gpus, visible_gpus, gpus_per_trial)
+    elif options.gpus_per_trial is not None or options.gpus is not None:
+        raise UserError("--gpus and --gpus-per-trial apply to --device gpu only")
+    cores = environment.usable_cores()
+    if options.cpus is not None:
+        if not 0 < options.cpus <= cores:
+            raise UserError(f"--cpus {options.cpus}: this machine has {cores} usable cores; use 1 to {cores}")
+        cores = options.cpus
+    cpus = options.cpus_per_trial
+    if cpus is None:
+        # One trial at a time gets every core; trials packed on GPUs share them evenly.
+        slots = placement.gpu_slots(gpus, gpus_per_trial) if gpus else 1
+        cpus = 1 if options.address else max(1, cores // min(slots, ray_trials, options.max_concurrent or slots))
+    if cpus <= 0:
+        raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
+    if cpus > cores and not options.address:
+        raise UserError(
+            f"--cpus-per-trial {cpus} is more than the {cores} cores this search may use; use at most {cores}"
+        )
+    if workload.framework == "keras":
+        choice = _choose_backend(options, visible_gpus)
+    else:
+        if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
+            raise UserError(
+                f"model {workload.name} on --device gpu needs CuPy: pip install 'gridbench[cuda13]' (or [cuda12])"
+            )
+        choice = backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
+    spec = spec.for_backend(choice.backend, options.device)
+    if gpus_per_trial > 1:
+        _check_data_parallel(spec, choice.backend, gpus_per_trial)
+    data = locate(spec.dataset, options.data_dir, options.synthetic)
+    tracking_uri = resolve_tracking_uri(options.tracking_uri)
+    check_tracking_uri(tracking_uri)
+    return SearchPlan(
+        spec=spec,
+        options=options,
+        tracking_uri=tracking_uri,
+        data=data,
+        backend_choice=choice,
+        cpus_per_trial=cpus,
+        gpus_per_trial=gpus_per_trial,
+        gpus=gpus,
+        cpus=cores,
+        trials_total=trials_total,
+    )
+
+
+def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> tuple[SearchPlan, SearchPlan]:
+    """--device both: the CPU and the GPU search, both checked before either runs.
+
+    Both train on the GPU search's backend, so that the pair compares like for like,
+    unless the CPU search names its own.
+    """
+    gpu_plan = plan_search(spec, gpu)
+    if cpu.backend is None and spec.workload.framework == "keras":
+        reason = f"the GPU search's, so that the pair compares like for like ({gpu_plan.backend_choice.reason})"
+        cpu = replace(cpu, backend_choice=backends.BackendChoice(gpu_plan.backend, reason))
+    return plan_search(spec, cpu), gpu_plan
+
+
+def _choose_backend(options: SearchOptions, visible_gpus: int) -> backends.BackendChoice:
+    if options.backend_choice is not None:
+        return options.backend_choice
+    named = backends.named_backend(options.backend)
+    if options.device == "gpu" and named is None and visible_gpus == 0:
+        # On a cluster from a driver without a GPU: the nodes' backends cannot be asked from here.
+        raise UserError(
+            "--device gpu on a Ray cluster from a machine without a GPU: name the backend the GPU nodes have "
+            "(--backend jax)"
+        )
+    return backends.choose(options.device, named, cuda_major=environment.cuda_driver_major())
+
+
+def _check_data_parallel(spec: ExperimentSpec, backend: str, gpus_per_trial: float) -> None:
+    """Several whole GPUs per trial means data parallelism, which runs on JAX's compiled loop only."""
+    workload = spec.workload
+    loops = set(_values(spec, "train_loop"))
+    if workload.framework != "keras" or backend != "jax" or loops != {"compiled"}:
+        raise UserError(
+            f"--gpus-per-trial {gpus_per_trial:g} spreads each trial over {gpus_per_trial:g} GPUs (data parallelism), "
+            f"which needs a Keras model on --backend jax with train_loop=compiled; use --gpus-per-trial 1 or below"
+        )
+    uneven = sorted(size for size in _values(spec, "batch_size") if size % int(gpus_per_trial))
+    if uneven:
+        raise UserError(
+            f"batch_size {uneven[0]} does not split evenly over {gpus_per_trial:g} GPUs; "
+            f"use multiples of {gpus_per_trial:g}"
+        )
+
+
+def _values(spec: ExperimentSpec, name: str) -> tuple:
+    """Every value a hyperparameter takes in the search: its axis, or its fixed value."""
+    return tuple(spec.grid[name]) if name in spec.grid else ((spec.params[name],) if name in spec.params else ())

@@ -1,0 +1,26 @@
+"""The store: what is recorded (records.py), writing it to MLflow (store.py), reading it back (read.py), the UI."""
+
+from gridbench.tracking.read import SearchRun, TrialRun, latest_searches, read_search
+from gridbench.tracking.store import (
+    SearchRecorder,
+    check_tracking_uri,
+    experiment_name,
+    record_comparison,
+    record_summary,
+    resolve_tracking_uri,
+    ui_command,
+)
+
+__all__ = [
+    "SearchRecorder",
+    "SearchRun",
+    "TrialRun",
+    "check_tracking_uri",
+    "experiment_name",
+    "latest_searches",
+    "read_search",
+    "record_comparison",
+    "record_summary",
+    "resolve_tracking_uri",
+    "ui_command",
+]

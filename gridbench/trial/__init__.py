@@ -1,0 +1,8 @@
+"""The worker's side: one trial in a Ray worker process, timed, returning its outcome to the driver.
+
+Nothing here writes to the store; gridbench.workloads is what a trial trains.
+"""
+
+from gridbench.trial.run import REPEAT_KEY, DeviceMismatch, TrialContext, configure_process, run_trial
+
+__all__ = ["REPEAT_KEY", "DeviceMismatch", "TrialContext", "configure_process", "run_trial"]
