@@ -246,19 +246,26 @@ def _search_options(args: argparse.Namespace, device: str, backend: str | None):
     return SearchOptions(
         device=device,
         backend=backend,
-        cpus_per_trial=args.cpus_per_trial,
         # With --device both, the GPU flags shape the GPU search only (elsewhere plan_search checks them).
         gpus_per_trial=None if args.device == "both" and device == "cpu" else args.gpus_per_trial,
         gpus=None if args.device == "both" and device == "cpu" else args.gpus,
         cpus=args.cpus,
         address=args.address,
         max_concurrent=args.max_concurrent,
-        compile_cache=args.compile_cache,
-        tracking_uri=args.tracking_uri,
-        data_dir=args.data_dir,
-        synthetic=args.synthetic,
-        command_line=shlex.join(["gridbench", *sys.argv[1:]]),
+        **_shared_options(args),
     )
+
+
+def _shared_options(args: argparse.Namespace) -> dict:
+    """The options `search` and `scale` both take, as SearchOptions fields."""
+    return {
+        "cpus_per_trial": args.cpus_per_trial,
+        "compile_cache": args.compile_cache,
+        "tracking_uri": args.tracking_uri,
+        "data_dir": args.data_dir,
+        "synthetic": args.synthetic,
+        "command_line": shlex.join(["gridbench", *sys.argv[1:]]),
+    }
 
 
 def _print_plan(console, plan) -> None:
@@ -281,16 +288,12 @@ def _print_plan(console, plan) -> None:
 
 
 def _scale(args: argparse.Namespace) -> int:
-    import tempfile
-    from pathlib import Path
-
     from rich.console import Console
 
     from gridbench.scale import ScaleRequest, parse_counts, plan_scale, run_scale
     from gridbench.scale import report as scale_report
     from gridbench.search import SearchOptions, backends
     from gridbench.search.progress import SearchProgress
-    from gridbench.tracking import record_summary
 
     spec = _load(args)
     resource = "gpu" if args.gpus else "cpu"
@@ -298,13 +301,8 @@ def _scale(args: argparse.Namespace) -> int:
     template = SearchOptions(
         device=resource,
         backend=backends.parse_flag(args.backend).get(resource),
-        cpus_per_trial=args.cpus_per_trial,
         gpus_per_trial=args.gpus_per_trial,
-        compile_cache=args.compile_cache,
-        tracking_uri=args.tracking_uri,
-        data_dir=args.data_dir,
-        synthetic=args.synthetic,
-        command_line=shlex.join(["gridbench", *sys.argv[1:]]),
+        **_shared_options(args),
     )
     plans = plan_scale(spec, template, request)  # every count checked before any runs
     console = Console(stderr=args.output_format != "table")
@@ -321,30 +319,7 @@ def _scale(args: argparse.Namespace) -> int:
         scale_report.print_table(console, result)
     else:
         print(scale_report.render(result, args.output_format))
-    with tempfile.TemporaryDirectory(prefix="gridbench-scale-") as scratch:
-        directory = Path(args.out) if args.out else Path(scratch)
-        files = {"scaling.png": scale_report.plot(result, directory / "scaling.png")}
-        for fmt, name in (("markdown", "scale.md"), ("csv", "scale.csv"), ("json", "scale.json")):
-            (directory / name).write_text(scale_report.render(result, fmt))
-            files[name] = directory / name
-        metrics = {}
-        for row in result.rows:
-            for key in ("makespan_s", "throughput_per_h", "speedup", "efficiency"):
-                metrics[f"{key}_{row.count}"] = getattr(row, key)
-        tags = {
-            "scale.id": result.scale_id,
-            "scale.resource": resource,
-            "scale.counts": ",".join(map(str, request.counts)),
-            "scale.data_parallel": str(request.data_parallel).lower(),
-            "scale.runs": ",".join(row.run_id for row in result.rows),
-            **{f"scale.{k}": v for k, v in result.labels.items()},
-        }
-        run_name = f"scale {spec.name} {resource} {','.join(map(str, request.counts))}" + (
-            " data-parallel" if request.data_parallel else ""
-        )
-        run_id = record_summary(
-            plans[0].tracking_uri, spec.name, "scale", run_name, [r.run_id for r in result.rows], metrics, tags, files
-        )
+    run_id = scale_report.record(result, plans[0].tracking_uri, args.out)
     console.print(
         f"scale summary logged to MLflow as run {run_id} (table, curve)"
         + (f"; files in {args.out}" if args.out else "")
@@ -377,13 +352,10 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: argparse.Namespace) -> None:
     """Reads the searches, compares them, prints the result and logs it to MLflow as its own run."""
-    import tempfile
-    from pathlib import Path
-
     from gridbench.compare import compare
     from gridbench.compare import report as compare_report
     from gridbench.compare.prices import PriceTable
-    from gridbench.tracking import read_search, record_comparison
+    from gridbench.tracking import read_search
 
     if len(run_ids) < 2:
         raise UserError("compare needs at least two searches; give two run ids or --experiment NAME")
@@ -394,31 +366,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         compare_report.print_table(console, comparison)
     else:
         print(compare_report.render(comparison, args.output_format))
-    with tempfile.TemporaryDirectory(prefix="gridbench-compare-") as scratch:
-        directory = Path(args.out) if args.out else Path(scratch)
-        directory.mkdir(parents=True, exist_ok=True)
-        files = compare_report.plot(comparison, directory / "plots")
-        for fmt, name in (("markdown", "comparison.md"), ("csv", "comparison.csv"), ("json", "comparison.json")):
-            (directory / name).write_text(compare_report.render(comparison, fmt))
-            files[name] = directory / name
-        headline = {}
-        for i, pairing in enumerate(comparison.pairings, start=1):
-            suffix = "" if len(comparison.pairings) == 1 else f"_{i}"
-            for key, value in (
-                ("makespan_speedup", pairing.makespan_speedup),
-                ("geomean_train_speedup", pairing.geomean_speedup[comparison.timings[0]]),
-                ("geomean_wall_speedup", pairing.geomean_speedup["trial_wall_s"]),
-                ("relative_cost", comparison.figures[i].relative_cost),
-                ("configs_cpu_faster", float(len(pairing.cpu_faster))),
-                ("configs_cpu_cheaper", float(len(pairing.cpu_cheaper))),
-            ):
-                if value is not None:
-                    headline[key + suffix] = value
-        tags = {f"search.{i}": s.label for i, s in enumerate(comparison.searches)}
-        tags["prices.source"] = str(comparison.prices.get("source"))
-        if comparison.mismatches:
-            tags["mismatches"] = "; ".join(comparison.mismatches)
-        run_id = record_comparison(tracking_uri, comparison.experiment, run_ids, headline, tags, files)
+    run_id = compare_report.record(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
     message = f"comparison logged to MLflow as run {run_id} (plots, tables, JSON){where}"
     print(message, file=sys.stderr if args.output_format != "table" else sys.stdout)
@@ -426,10 +374,11 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
 
 def _baseline(args: argparse.Namespace) -> int:
     from gridbench.search.baseline import run_baseline
+    from gridbench.tracking import schema
 
     spec = _load(args)
     run_id, summary, trials = run_baseline(spec, args.estimator, args.tracking_uri, args.data_dir, args.n_jobs)
-    best = max(trials, key=lambda t: t.metrics["test_accuracy"])
+    best = max(trials, key=lambda t: t.metrics[schema.TEST_ACCURACY])
     print(
         f"{spec.name}: GridSearchCV({args.estimator}) over {len(trials)} configurations in {summary.makespan_s:.1f} s; "
         f"best test_accuracy {best.metrics['test_accuracy']:.4f} at {best.key}; MLflow parent run {run_id}"

@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import time
 
+from gridbench.tracking.schema import TrialStatus
+from gridbench.trial.outcome import TrialOutcome
+
 FAIL_AT = {"hidden_units": 64}  # the grid point that fails_one() fails
 
 
-def _outcome(config, context, status="FINISHED", error=None):
+def _outcome(config, context, error=None) -> TrialOutcome:
     started = time.time()
     time.sleep(0.05)
     metrics = {
@@ -20,19 +23,18 @@ def _outcome(config, context, status="FINISHED", error=None):
         "steady_epoch_s": 0.01,
         "test_accuracy": config["hidden_units"] / 1000 + config.get("repeat", 0) / 10000,
     }
-    outcome = {
-        "status": status,
-        "started_at": started,
-        "ended_at": time.time(),
-        "repeat": config.get("repeat", 0),
-        "metrics": {} if error else metrics,
-        "tags": {"device.requested": context.device, "device.actual": "cpu:0", "pid": str(os.getpid())},
-        "epoch_times": [0.02, 0.01, 0.01],
-    }
-    if error:
-        outcome["error"] = error
-        outcome["traceback"] = f"Traceback (most recent call last):\n{error}\n"
-    outcome["metrics"]["trial_wall_s"] = time.time() - started
+    outcome = TrialOutcome(
+        TrialStatus.FAILED if error else TrialStatus.FINISHED,
+        started_at=started,
+        ended_at=time.time(),
+        repeat=config.get("repeat", 0),
+        metrics={} if error else metrics,
+        tags={"device.requested": context.device, "device.actual": "cpu:0", "pid": str(os.getpid())},
+        epoch_times=[0.02, 0.01, 0.01],
+        error=error,
+        traceback=f"Traceback (most recent call last):\n{error}\n" if error else None,
+    )
+    outcome.metrics["trial_wall_s"] = time.time() - started
     return outcome
 
 
@@ -42,7 +44,7 @@ def succeeds(config, context):
 
 def fails_one(config, context):
     if all(config.get(k) == v for k, v in FAIL_AT.items()):
-        return _outcome(config, context, status="FAILED", error="ValueError: planted failure")
+        return _outcome(config, context, error="ValueError: planted failure")
     return _outcome(config, context)
 
 

@@ -172,7 +172,7 @@ for name, dataset in {json.dumps({m: load_spec(e).dataset for e, m in FAMILY_EXP
     for loop in ("compiled", "fit"):
         context = TrialContext(name, {{**params, "train_loop": loop}}, find.locate(dataset, {str(data_dir)!r}),
                                "cpu", "jax", cpus=2, seed=0)
-        out = run_trial({{}}, context)
+        out = run_trial({{}}, context).to_dict()
         loops[loop] = [out["status"], out.get("error"), out["tags"].get("device.actual"),
                        out["tags"].get("precision"), out["tags"].get("lstm.cudnn"),
                        out["metrics"].get("test_accuracy"), len(out.get("epoch_times", []))]
@@ -283,7 +283,7 @@ for name, dataset, extra in (("bilstm", "imdb", small_lstm), ("cnn", "digits", {
     params.update(extra, epochs=2, batch_size=16, train_loop="compiled")
     context = TrialContext(name, params, find.locate(dataset, {str(data_dir)!r}), "gpu", "jax", cpus=4, seed=0,
                            gpus_per_trial=1.0)
-    out = run_trial({{}}, context)
+    out = run_trial({{}}, context).to_dict()
     rows[name] = [out["status"], out.get("error"), out["tags"].get("device.actual"), out["tags"].get("lstm.cudnn")]
 print(json.dumps(rows))
 """

@@ -127,8 +127,8 @@ def test_a_gpu_trial_without_an_assigned_gpu_fails_instead_of_running_on_the_cpu
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     context = context_for("FakeSession", monkeypatch, device="gpu")
     outcome = run_trial({"hidden_units": 8}, context)
-    assert outcome["status"] == "FAILED"
-    assert outcome["error"] == (
+    assert outcome.status == "FAILED"
+    assert outcome.error == (
         "DeviceMismatch: requested gpu but no GPU was assigned to this trial (CUDA_VISIBLE_DEVICES is empty)"
     )
 

@@ -102,7 +102,7 @@ for name in ("mlp", "cnn"):
     params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
     params.update(epochs=4, batch_size=32, hidden_units=64, learning_rate=0.003, train_loop="compiled")
     params.update(optimizer="adam")
-    out = run_trial({}, TrialContext(name, params, find.locate("digits"), "cpu", "jax", cpus=2, seed=0))
+    out = run_trial({}, TrialContext(name, params, find.locate("digits"), "cpu", "jax", cpus=2, seed=0)).to_dict()
     rows[name] = [out["status"], out.get("error"), out["tags"].get("data_parallel.devices"),
                   out["metrics"].get("test_accuracy")]
 print(json.dumps(rows))

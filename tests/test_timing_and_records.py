@@ -7,6 +7,7 @@ import math
 import pytest
 
 from gridbench.tracking.records import SearchSummary, TrialRecord, config_key
+from gridbench.trial.outcome import TrialOutcome
 from gridbench.trial.timing import PhaseClock, epoch_summary
 
 
@@ -76,7 +77,9 @@ def test_trial_record_from_outcome_separates_repeat_from_config():
     record = TrialRecord.from_outcome(
         "t1",
         {"lr": 0.1, "repeat": 2},
-        {"status": "FINISHED", "started_at": 1.0, "ended_at": 2.0, "repeat": 2, "metrics": {"a": 1.0}, "tags": {}},
+        TrialOutcome.from_dict(
+            {"status": "FINISHED", "started_at": 1.0, "ended_at": 2.0, "repeat": 2, "metrics": {"a": 1.0}, "tags": {}}
+        ),
     )
     assert record.config == {"lr": 0.1}
     assert record.repeat == 2 and record.finished and record.key == "lr=0.1"

@@ -27,18 +27,18 @@ def test_a_trial_times_each_phase_and_keeps_warmup_apart(monkeypatch):
     fakes.FakeSession.prepared_with.clear()
     outcome = run_trial({"hidden_units": 8, "repeat": 1}, context_for("FakeSession", monkeypatch))
 
-    assert outcome["status"] == "FINISHED", outcome.get("traceback")
-    m = outcome["metrics"]
-    assert len(outcome["epoch_times"]) == 4
-    assert m["warmup_epoch_s"] == outcome["epoch_times"][0]
+    assert outcome.status == "FINISHED", outcome.traceback
+    m = outcome.metrics
+    assert len(outcome.epoch_times) == 4
+    assert m["warmup_epoch_s"] == outcome.epoch_times[0]
     assert m["steady_epochs"] == 3
     assert m["samples_per_s"] == pytest.approx(1347 / m["steady_epoch_s"])  # 75% of 1797 digits
     assert m["test_accuracy"] == 0.75 and m["train_loss"] == 0.5
     assert m["trial_wall_s"] >= m["setup_s"] + m["fit_s"] + m["eval_s"]
-    assert m["fit_s"] >= sum(outcome["epoch_times"])
-    assert outcome["repeat"] == 1
-    assert outcome["tags"]["device.actual"] == "cpu:0" and outcome["tags"]["backend"] == "fake"
-    assert outcome["tags"]["threads.omp"] == "1"
+    assert m["fit_s"] >= sum(outcome.epoch_times)
+    assert outcome.repeat == 1
+    assert outcome.tags["device.actual"] == "cpu:0" and outcome.tags["backend"] == "fake"
+    assert outcome.tags["threads.omp"] == "1"
     assert fakes.FakeSession.prepared_with == [1]
 
 
@@ -52,15 +52,15 @@ def test_a_cpu_trial_hides_gpus_and_sets_thread_counts_before_the_framework_load
 
 def test_a_model_on_the_wrong_device_fails_instead_of_timing(monkeypatch):
     outcome = run_trial({"hidden_units": 8}, context_for("OnTheGpuSession", monkeypatch))
-    assert outcome["status"] == "FAILED"
-    assert outcome["error"] == "DeviceMismatch: requested cpu but tensorflow placed the model on gpu:0"
-    assert "steady_epoch_s" not in outcome["metrics"]
-    assert outcome["tags"]["device.actual"] == "gpu:0"
+    assert outcome.status == "FAILED"
+    assert outcome.error == "DeviceMismatch: requested cpu but tensorflow placed the model on gpu:0"
+    assert "steady_epoch_s" not in outcome.metrics
+    assert outcome.tags["device.actual"] == "gpu:0"
 
 
 def test_an_exception_becomes_a_failed_outcome_with_its_traceback(monkeypatch):
     outcome = run_trial({"hidden_units": 8}, context_for("BrokenFitSession", monkeypatch))
-    assert outcome["status"] == "FAILED"
-    assert outcome["error"] == "FloatingPointError: loss is nan at step 3"
-    assert "Traceback" in outcome["traceback"] and "fakes.py" in outcome["traceback"]
-    assert outcome["metrics"]["trial_wall_s"] > 0 and outcome["ended_at"] >= outcome["started_at"]
+    assert outcome.status == "FAILED"
+    assert outcome.error == "FloatingPointError: loss is nan at step 3"
+    assert "Traceback" in outcome.traceback and "fakes.py" in outcome.traceback
+    assert outcome.metrics["trial_wall_s"] > 0 and outcome.ended_at >= outcome.started_at

@@ -17,18 +17,26 @@ from typing import Any, Mapping, Sequence
 from gridbench.compare.prices import PriceTable
 from gridbench.compare.statistics import Ratio, geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
+from gridbench.tracking import schema
 from gridbench.tracking.read import SearchRun, TrialRun
 
 # Facts that must agree for a comparison to mean anything (refused unless allowed).
-MUST_MATCH = ("spec.name", "dataset", "data.synthetic", "model", "backend", "metric")
+MUST_MATCH = (schema.SPEC_NAME, schema.DATASET, schema.DATA_SYNTHETIC, schema.MODEL, schema.BACKEND, schema.METRIC)
 # Facts worth showing when they differ (the device always does: it is what is compared).
-ENVIRONMENT = ("host", "cpu.model", "cpu.cores_usable", "gpu.count", "gpu.0.name", "gpu.0.driver")
-WALL = "trial_wall_s"
+ENVIRONMENT = (
+    schema.HOST,
+    schema.CPU_MODEL,
+    schema.CPU_CORES_USABLE,
+    schema.GPU_COUNT,
+    f"{schema.GPU_PREFIX}0.name",
+    f"{schema.GPU_PREFIX}0.driver",
+)
+WALL = schema.TRIAL_WALL_S
 
 
 def timings(search: SearchRun) -> tuple[str, str]:
     """The training-time metric its workload reports (steady_epoch_s, fit_s), and the trial's wall time."""
-    return (search.tags.get("timing.train", "steady_epoch_s"), WALL)
+    return (search.timing_train, WALL)
 
 
 def time_to_target(search: SearchRun, metric: str, target: float | None, mode: str) -> float | None:
@@ -99,7 +107,7 @@ class Comparison:
     pairings: tuple[Pairing, ...]
     mismatches: tuple[str, ...]
     environment_differences: tuple[str, ...]
-    timings: tuple[str, str] = ("steady_epoch_s", WALL)  # training-time metric, wall-time metric
+    timings: tuple[str, str] = (schema.STEADY_EPOCH_S, WALL)  # training-time metric, wall-time metric
     prices: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -118,8 +126,8 @@ class Comparison:
                 {
                     "run_id": s.run_id,
                     "label": s.label,
-                    "device": s.tags.get("device"),
-                    "backend": s.tags.get("backend"),
+                    "device": s.tags.get(schema.DEVICE),
+                    "backend": s.tags.get(schema.BACKEND),
                     **{k: v for k, v in vars(f).items()},
                 }
                 for s, f in zip(self.searches, self.figures)
@@ -146,12 +154,6 @@ class Comparison:
 
 # Parameters that change how a model trains, not what: each device may run its own.
 HOW_NOT_WHAT = ("train_loop",)
-# Tags that searches recorded before gridbench wrote them, with the value they had.
-TAG_DEFAULTS = {"data.synthetic": "false"}
-
-
-def _tag(search: SearchRun, key: str) -> str | None:
-    return search.tags.get(key, TAG_DEFAULTS.get(key))
 
 
 def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tuple[list[str], list[str]]:
@@ -162,7 +164,7 @@ def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tup
     mismatches, differences = [], []
     for other in searches[1:]:
         for key in MUST_MATCH:
-            mine, theirs = _tag(base, key), _tag(other, key)
+            mine, theirs = base.tags.get(key), other.tags.get(key)
             if mine != theirs:
                 mismatches.append(f"{key}: {mine} ({base.label}) vs {theirs} ({other.label})")
         a, b = base.fixed_params, other.fixed_params
@@ -170,7 +172,9 @@ def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tup
             if a.get(key) != b.get(key):
                 found = f"param {key}: {a.get(key)} ({base.label}) vs {b.get(key)} ({other.label})"
                 (differences if key in HOW_NOT_WHAT else mismatches).append(found)
-        for key in ENVIRONMENT + tuple(sorted(k for k in set(base.tags) | set(other.tags) if k.startswith("version."))):
+        for key in ENVIRONMENT + tuple(
+            sorted(k for k in set(base.tags) | set(other.tags) if k.startswith(schema.VERSION_PREFIX))
+        ):
             if base.tags.get(key) != other.tags.get(key):
                 differences.append(f"{key}: {base.tags.get(key, '-')} vs {other.tags.get(key, '-')}")
     if mismatches and not allow_mismatch:
@@ -193,15 +197,17 @@ def _trial_price(search: SearchRun, prices: PriceTable) -> float | None:
     """$/hour of what one trial holds: its cores and its GPU share."""
     return prices.per_hour(
         search.tags,
-        cores=float(search.tags.get("cpus_per_trial", 0) or 0),
-        gpus=_float(search.tags.get("gpus_per_trial")),
+        cores=float(search.tags.get(schema.CPUS_PER_TRIAL, 0) or 0),
+        gpus=_float(search.tags.get(schema.GPUS_PER_TRIAL)),
     )
 
 
 def _search_price(search: SearchRun, prices: PriceTable) -> float | None:
     """$/hour of what the whole search held: the cores Ray was given and the GPUs it used."""
     return prices.per_hour(
-        search.tags, cores=float(search.tags.get("cpu.cores_usable", 0) or 0), gpus=_float(search.tags.get("gpus_used"))
+        search.tags,
+        cores=float(search.tags.get(schema.CPU_CORES_USABLE, 0) or 0),
+        gpus=_float(search.tags.get(schema.GPUS_USED)),
     )
 
 
@@ -220,22 +226,22 @@ def compare(
 ) -> Comparison:
     mismatches, differences = check_comparable(searches, allow_mismatch)
     base = searches[0]
-    metric = base.tags.get("metric", "test_accuracy")
-    mode = base.tags.get("metric.mode", "max")
-    if target is None and base.tags.get("metric.target"):
-        target = float(base.tags["metric.target"])
-    if _tag(base, "data.synthetic") == "true":
+    metric = base.tags[schema.METRIC]
+    mode = base.tags[schema.METRIC_MODE]
+    if target is None and base.tags.get(schema.METRIC_TARGET):
+        target = float(base.tags[schema.METRIC_TARGET])
+    if base.tags[schema.DATA_SYNTHETIC] == "true":
         target = None  # random labels: no accuracy to wait for
 
     figures = []
     base_cost = None
     for search in searches:
-        makespan = search.metrics.get("makespan_s")
+        makespan = search.metrics.get(schema.MAKESPAN_S)
         price = _search_price(search, prices)
         cost = makespan / 3600 * price if makespan is not None and price is not None else None
         if search is base:
             base_cost = cost
-        base_makespan = base.metrics.get("makespan_s")
+        base_makespan = base.metrics.get(schema.MAKESPAN_S)
         figures.append(
             SearchFigures(
                 makespan_s=makespan,
@@ -263,21 +269,19 @@ def compare(
             means_b = {m: geometric_mean([t.metrics[m] for t in b]) for m in measured}
             cost_ratio = None
             if base_trial_price and other_trial_price:
-                cost_ratio = (means_a["trial_wall_s"] * base_trial_price) / (
-                    means_b["trial_wall_s"] * other_trial_price
-                )
+                cost_ratio = (means_a[WALL] * base_trial_price) / (means_b[WALL] * other_trial_price)
             rows.append(ConfigRow(key, a[0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio))
-        base_is_cpu, other_is_cpu = base.tags.get("device") == "cpu", other.tags.get("device") == "cpu"
+        base_is_cpu, other_is_cpu = base.tags.get(schema.DEVICE) == "cpu", other.tags.get(schema.DEVICE) == "cpu"
         cpu_faster, cpu_cheaper = [], []
         if base_is_cpu != other_is_cpu:
             for row in rows:
                 # A speedup below 1 means the baseline was faster; flip when the CPU is the other side.
-                wall = row.speedup["trial_wall_s"].value
+                wall = row.speedup[WALL].value
                 if (wall < 1) == base_is_cpu:
                     cpu_faster.append(row.key)
                 if row.cost_ratio is not None and (row.cost_ratio < 1) == base_is_cpu:
                     cpu_cheaper.append(row.key)
-        base_makespan, other_makespan = base.metrics.get("makespan_s"), other.metrics.get("makespan_s")
+        base_makespan, other_makespan = base.metrics.get(schema.MAKESPAN_S), other.metrics.get(schema.MAKESPAN_S)
         pairings.append(
             Pairing(
                 other=other,
@@ -291,7 +295,7 @@ def compare(
             )
         )
     return Comparison(
-        experiment=base.tags.get("spec.name", "?"),
+        experiment=base.tags.get(schema.SPEC_NAME, "?"),
         metric=metric,
         mode=mode,
         target=target,

@@ -6,14 +6,16 @@ import csv
 import io
 import json
 import math
+import tempfile
 from pathlib import Path
 
 from gridbench.compare.pairing import Comparison, Pairing
 from gridbench.compare.statistics import Ratio, geometric_mean
+from gridbench.tracking import record_comparison, schema
 
 FORMATS = ("table", "markdown", "csv", "json")
 # Training-time metrics as tables and plots name them: (column, adjective).
-TRAIN_LABELS = {"steady_epoch_s": ("steady s/epoch", "steady-state"), "fit_s": ("fit s", "training")}
+TRAIN_LABELS = {schema.STEADY_EPOCH_S: ("steady s/epoch", "steady-state"), schema.FIT_S: ("fit s", "training")}
 
 
 def _train_label(comparison: Comparison) -> tuple[str, str]:
@@ -63,7 +65,7 @@ def config_rows(comparison: Comparison, pairing: Pairing) -> tuple[list[str], li
              f"{_num(row.baseline[train])}, {_num(row.other[train])}",
              _ratio(row.speedup[train]),
              f"{_num(row.baseline['trial_wall_s'])}, {_num(row.other['trial_wall_s'])}",
-             _ratio(row.speedup["trial_wall_s"]), _num(row.cost_ratio)]
+             _ratio(row.speedup[schema.TRIAL_WALL_S]), _num(row.cost_ratio)]
         )  # fmt: skip
     rows.append(
         ["geometric mean", "", "", f"{_num(pairing.geomean_speedup[train])}x", "",
@@ -214,7 +216,7 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
     if rows:
         fig, ax = plt.subplots(figsize=(8, 1.5 + 0.35 * len(rows)))
         train, adjective = comparison.timings[0], _train_label(comparison)[1]
-        series = ((0.15, train, f"{adjective} time", "o"), (-0.15, "trial_wall_s", "trial wall", "s"))
+        series = ((0.15, train, f"{adjective} time", "o"), (-0.15, schema.TRIAL_WALL_S, "trial wall", "s"))
         for offset, metric, name, marker in series:
             ratios = [r.speedup[metric] for r in rows]
             lows = [r.value - (r.low if r.low is not None else r.value) for r in ratios]
@@ -265,3 +267,56 @@ def _sort_key(value: str):
         return (0, float(value))
     except ValueError:
         return (1, value)
+
+
+def headline_metrics(comparison: Comparison) -> dict[str, float]:
+    """The figures a comparison run shows in MLflow's run list; suffixed _1, _2... when several pairings."""
+    headline = {}
+    for i, pairing in enumerate(comparison.pairings, start=1):
+        suffix = "" if len(comparison.pairings) == 1 else f"_{i}"
+        for key, value in (
+            (schema.MAKESPAN_SPEEDUP, pairing.makespan_speedup),
+            (schema.GEOMEAN_TRAIN_SPEEDUP, pairing.geomean_speedup[comparison.timings[0]]),
+            (schema.GEOMEAN_WALL_SPEEDUP, pairing.geomean_speedup[schema.TRIAL_WALL_S]),
+            (schema.RELATIVE_COST, comparison.figures[i].relative_cost),
+            (schema.CONFIGS_CPU_FASTER, float(len(pairing.cpu_faster))),
+            (schema.CONFIGS_CPU_CHEAPER, float(len(pairing.cpu_cheaper))),
+        ):
+            if value is not None:  # unpriced or unmeasured: left out rather than logged as 0
+                headline[key + suffix] = value
+    return headline
+
+
+def comparison_tags(comparison: Comparison) -> dict[str, str]:
+    tags = {f"{schema.SEARCH_PREFIX}{i}": s.label for i, s in enumerate(comparison.searches)}
+    tags[schema.PRICES_SOURCE] = str(comparison.prices.get("source"))
+    if comparison.mismatches:
+        tags[schema.MISMATCHES] = "; ".join(comparison.mismatches)
+    return tags
+
+
+def write_files(comparison: Comparison, directory: Path) -> dict[str, Path]:
+    """Plots and the three table formats; returns artifact name -> path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = plot(comparison, directory / "plots")
+    for fmt, name in (("markdown", "comparison.md"), ("csv", "comparison.csv"), ("json", "comparison.json")):
+        (directory / name).write_text(render(comparison, fmt))
+        files[name] = directory / name
+    return files
+
+
+def record(comparison: Comparison, run_ids: list[str], tracking_uri: str, out_dir: Path | str | None = None) -> str:
+    """Logs the comparison to MLflow as its own run, with its files; returns that run's id.
+
+    The files go to `out_dir` when given (and stay there), else to a directory removed once logged.
+    """
+    with tempfile.TemporaryDirectory(prefix="gridbench-compare-") as scratch:
+        files = write_files(comparison, Path(out_dir) if out_dir else Path(scratch))
+        return record_comparison(
+            tracking_uri,
+            comparison.experiment,
+            run_ids,
+            headline_metrics(comparison),
+            comparison_tags(comparison),
+            files,
+        )

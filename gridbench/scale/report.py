@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from gridbench.scale.run import ScaleResult
+from gridbench.tracking import record_summary, schema
 
 # (header, ScaleRow field, format)
 COLUMNS = (
@@ -125,3 +127,60 @@ def plot(result: ScaleResult, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def scale_metrics(result: ScaleResult) -> dict[str, float]:
+    """Each count's figures, named <figure>_<count> (MLflow metrics are flat)."""
+    metrics = {}
+    for row in result.rows:
+        for key in schema.SCALE_FIGURES:
+            metrics[f"{key}_{row.count}"] = getattr(row, key)
+    return metrics
+
+
+def scale_tags(result: ScaleResult) -> dict[str, str]:
+    request = result.request
+    return {
+        schema.SCALE_ID: result.scale_id,
+        f"{schema.SCALE_PREFIX}resource": request.resource,
+        f"{schema.SCALE_PREFIX}counts": ",".join(map(str, request.counts)),
+        f"{schema.SCALE_PREFIX}data_parallel": str(request.data_parallel).lower(),
+        schema.SCALE_RUNS: ",".join(row.run_id for row in result.rows),
+        **{f"{schema.SCALE_PREFIX}{k}": v for k, v in result.labels.items()},
+    }
+
+
+def run_name(result: ScaleResult) -> str:
+    request = result.request
+    return f"scale {result.spec.name} {request.resource} {','.join(map(str, request.counts))}" + (
+        " data-parallel" if request.data_parallel else ""
+    )
+
+
+def write_files(result: ScaleResult, directory: Path) -> dict[str, Path]:
+    """The curve and the three table formats; returns artifact name -> path."""
+    files = {"scaling.png": plot(result, directory / "scaling.png")}  # plot() makes the directory
+    for fmt, name in (("markdown", "scale.md"), ("csv", "scale.csv"), ("json", "scale.json")):
+        (directory / name).write_text(render(result, fmt))
+        files[name] = directory / name
+    return files
+
+
+def record(result: ScaleResult, tracking_uri: str, out_dir: Path | str | None = None) -> str:
+    """Logs the scale summary run to MLflow, linked to each count's search; returns its run id.
+
+    The files go to `out_dir` when given (and stay there), else to a directory removed once logged.
+    """
+    with tempfile.TemporaryDirectory(prefix="gridbench-scale-") as scratch:
+        files = write_files(result, Path(out_dir) if out_dir else Path(scratch))
+        run_ids = [row.run_id for row in result.rows]
+        return record_summary(
+            tracking_uri,
+            result.spec.name,
+            "scale",
+            run_name(result),
+            run_ids,
+            scale_metrics(result),
+            scale_tags(result),
+            files,
+        )

@@ -19,6 +19,7 @@ from gridbench import environment
 from gridbench.errors import UserError
 from gridbench.search import SearchOptions, SearchPlan, placement, plan_search
 from gridbench.spec import ExperimentSpec
+from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
 
 
@@ -65,10 +66,10 @@ def scale_rows(
                 throughput_per_h=len(finished) / summary.makespan_s * 3600,
                 speedup=speedup,
                 efficiency=speedup / (count / base_count),
-                trial_wall_median_s=_median(t.metrics.get("trial_wall_s") for t in finished),
+                trial_wall_median_s=_median(t.metrics.get(schema.TRIAL_WALL_S) for t in finished),
                 train_median_s=_median(t.metrics.get(train_metric) for t in finished),
                 setup_median_s=_median(
-                    t.metrics.get("import_s", 0.0) + t.metrics.get("setup_s", 0.0) for t in finished
+                    t.metrics.get(schema.IMPORT_S, 0.0) + t.metrics.get(schema.SETUP_S, 0.0) for t in finished
                 ),
                 first_trial_s=summary.time_to_first_trial_s,
                 idle_s=summary.makespan_s - summary.ideal_makespan_s,
@@ -168,7 +169,11 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
             plan,
             observer=observer,
             requested_at=time.time(),
-            extra_tags={"scale.id": scale_id, "scale.resource": request.resource, "scale.count": str(count)},
+            extra_tags={
+                schema.SCALE_ID: scale_id,
+                f"{schema.SCALE_PREFIX}resource": request.resource,
+                schema.SCALE_COUNT: str(count),
+            },
         )
         points.append((count, result.parent_run_id, result.summary, result.trials))
     spec = plans[0].spec

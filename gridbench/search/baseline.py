@@ -20,9 +20,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from gridbench import environment
 from gridbench.datasets import find, read
 from gridbench.errors import UserError
+from gridbench.search.run import search_params, spec_tags
 from gridbench.spec import ExperimentSpec
-from gridbench.tracking import SearchRecorder, check_tracking_uri, resolve_tracking_uri
+from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
+from gridbench.tracking.schema import SearchStatus, TrialStatus
+from gridbench.tracking.store import MlflowRecorder, check_tracking_uri, resolve_tracking_uri
 from gridbench.workloads.kernel_ridge import one_vs_rest_targets
 
 ESTIMATORS = ("svc", "kernel_ridge")
@@ -73,19 +76,24 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
     from sklearn.svm import SVC
 
     env = environment.collect()
-    recorder = SearchRecorder(uri, spec.name)
+    recorder = MlflowRecorder(uri, spec.name)
     recorder.start(
         run_name=f"{spec.name} cpu scikit-learn {name}",
-        params={**spec.params, **{f"grid.{axis}": list(v) for axis, v in spec.grid.items()}, "repeats": 1,
-                "seed": spec.seed},
-        tags={**env, "device": "cpu", "backend": f"scikit-learn {name}", "spec.name": spec.name,
-              "spec.hash": spec.spec_hash, "dataset": spec.dataset, "model": spec.model, "metric": spec.metric,
-              "metric.mode": spec.mode, "metric.target": "" if spec.target is None else f"{spec.target:g}",
-              "timing.train": "fit_s", "cpus_per_trial": str(environment.usable_cores()), "gpus_per_trial": "0",
-              "gpus_used": "0", "gridbench.kind": "search", "baseline": f"GridSearchCV({name}), n_jobs={n_jobs}"},
+        params={**search_params(spec), schema.PARAM_REPEATS: 1},
+        tags={
+            **env,
+            **spec_tags(spec, source.description, synthetic=False),
+            schema.DEVICE: "cpu",
+            schema.BACKEND: f"scikit-learn {name}",
+            schema.CPUS_PER_TRIAL: str(environment.usable_cores()),
+            schema.GPUS_PER_TRIAL: "0",
+            schema.GPUS_USED: "0",
+            schema.KIND: "search",
+            schema.BASELINE: f"GridSearchCV({name}), n_jobs={n_jobs}",
+        },
         documents={"spec.json": spec.to_dict(), "environment.json": env},
-    )  # fmt: skip
-    status, error, summary = "FAILED", None, None
+    )
+    status, error, summary = SearchStatus.FAILED, None, None
     trials: list[TrialRecord] = []
     try:
         data = read.load(source, seed=spec.seed)
@@ -110,15 +118,16 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
                     trial_id=f"{name}-{size}-{i}",
                     config=config,
                     repeat=0,
-                    status="FINISHED",
-                    metrics={"fit_s": fit_s, "eval_s": score_s, "trial_wall_s": fit_s + score_s,
-                             "test_accuracy": float(results["mean_test_score"][i])},
-                    tags={"device.requested": "cpu", "device.actual": "cpu:0", "estimator": name,
+                    status=TrialStatus.FINISHED,
+                    metrics={schema.FIT_S: fit_s, schema.EVAL_S: score_s, schema.TRIAL_WALL_S: fit_s + score_s,
+                             schema.TEST_ACCURACY: float(results["mean_test_score"][i])},
+                    tags={schema.DEVICE_REQUESTED: "cpu", schema.DEVICE_ACTUAL: "cpu:0", "estimator": name,
                           **({"C": f"{params['C']:g}"} if "C" in params else {})},
                     started_at=search_start,
                     ended_at=time.time(),
                 )  # fmt: skip
-                recorder.record_trial(record, {**spec.params, "dataset": spec.dataset, "model": spec.model}, {})
+                trial_params = {**spec.params, schema.DATASET: spec.dataset, schema.MODEL: spec.model}
+                recorder.record_trial(record, trial_params, {})
                 trials.append(record)
         makespan = time.perf_counter() - started
         summary = SearchSummary(
@@ -129,10 +138,10 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
             makespan_s=makespan,
             ray_start_s=0.0,
             time_to_first_trial_s=0.0,
-            trial_wall_sum_s=sum(t.metrics["trial_wall_s"] for t in trials),
-            best_metric=max(t.metrics["test_accuracy"] for t in trials),
+            trial_wall_sum_s=sum(t.metrics[schema.TRIAL_WALL_S] for t in trials),
+            best_metric=max(t.metrics[schema.TEST_ACCURACY] for t in trials),
         )
-        status = "FINISHED"
+        status = SearchStatus.FINISHED
         return recorder.parent_run_id, summary, trials
     except BaseException as err:
         error = f"{type(err).__name__}: {err}"

@@ -16,7 +16,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from gridbench.tracking import ui_command
+from gridbench.tracking import schema, ui_command
 from gridbench.tracking.records import TrialRecord
 
 if TYPE_CHECKING:
@@ -25,24 +25,24 @@ if TYPE_CHECKING:
 
 # The timing columns of the results table, by the workload's training-time metric: (header, metric, digits).
 TIMING_COLUMNS = {
-    "steady_epoch_s": (
-        ("setup s", "setup_s", 3),
-        ("warm-up s", "warmup_epoch_s", 3),
-        ("steady s/epoch", "steady_epoch_s", 4),
-        ("± sd", "steady_epoch_std_s", 2),
-        ("samples/s", "samples_per_s", 3),
-        ("eval s", "eval_s", 3),
-        ("wall s", "trial_wall_s", 3),
+    schema.STEADY_EPOCH_S: (
+        ("setup s", schema.SETUP_S, 3),
+        ("warm-up s", schema.WARMUP_EPOCH_S, 3),
+        ("steady s/epoch", schema.STEADY_EPOCH_S, 4),
+        ("± sd", schema.STEADY_EPOCH_STD_S, 2),
+        ("samples/s", schema.SAMPLES_PER_S, 3),
+        ("eval s", schema.EVAL_S, 3),
+        ("wall s", schema.TRIAL_WALL_S, 3),
     ),
-    "fit_s": (
-        ("setup s*", "setup_s", 3),
+    schema.FIT_S: (
+        ("setup s*", schema.SETUP_S, 3),
         ("warm-up s*", "warmup_s", 3),
         ("gram s*", "gram_s", 3),
         ("gram TFLOP/s", "gram_tflops", 3),
         ("solve s", "solve_s", 3),
-        ("fit s", "fit_s", 4),
-        ("eval s", "eval_s", 3),
-        ("wall s", "trial_wall_s", 3),
+        ("fit s", schema.FIT_S, 4),
+        ("eval s", schema.EVAL_S, 3),
+        ("wall s", schema.TRIAL_WALL_S, 3),
     ),
 }
 
@@ -50,7 +50,7 @@ TIMING_COLUMNS = {
 class SearchProgress:
     """A progress bar (trials done/total, elapsed, ETA) and one line per finished trial."""
 
-    def __init__(self, console: Console, metric: str, train_metric: str = "steady_epoch_s"):
+    def __init__(self, console: Console, metric: str, train_metric: str = schema.STEADY_EPOCH_S):
         self.metric = metric
         self.train_metric = train_metric
         self.progress = Progress(
@@ -80,14 +80,14 @@ class SearchProgress:
         self.running = max(0, self.running - 1)
         if record.finished:
             m = record.metrics
-            if self.train_metric == "steady_epoch_s":
+            if self.train_metric == schema.STEADY_EPOCH_S:
                 timing = f"steady {_fmt(m.get('steady_epoch_s'))} s/epoch, warm-up {_fmt(m.get('warmup_epoch_s'))} s"
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
             self.progress.console.print(
                 f"[green]done[/] {record.key} #{record.repeat}: {quality}"
-                f"{timing}, wall {_fmt(m.get('trial_wall_s'))} s on {record.tags.get('device.actual', '?')}"
+                f"{timing}, wall {_fmt(m.get(schema.TRIAL_WALL_S))} s on {record.tags.get(schema.DEVICE_ACTUAL, '?')}"
             )
         else:
             self.failed += 1
@@ -143,7 +143,7 @@ def trials_table(result: SearchResult) -> Table:
         if not result.plan.data.synthetic:
             row.append(_fmt(m.get(spec.metric)))
         row += [_fmt(m.get(key), digits) for _, key, digits in columns]
-        row.append(trial.tags.get("device.actual", "?"))
+        row.append(trial.tags.get(schema.DEVICE_ACTUAL, "?"))
         table.add_row(*row)
     return table
 

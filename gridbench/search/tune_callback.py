@@ -8,18 +8,21 @@ no finished trial. Imported only once Ray is needed.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ray import tune
 
-from gridbench.tracking import SearchRecorder
 from gridbench.tracking.records import TrialRecord
+from gridbench.tracking.schema import TrialStatus
+from gridbench.tracking.store import Recorder
 from gridbench.trial import REPEAT_KEY
+from gridbench.trial.outcome import MalformedOutcome, TrialOutcome
 
 
 class RecordingCallback(tune.Callback):
     """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
 
-    def __init__(self, recorder: SearchRecorder, params, tags, observer, inner=(None, ())):
+    def __init__(self, recorder: Recorder, params, tags, observer, inner=(None, ())):
         self.recorder = recorder
         # A workload's inner axis: each Tune trial trains all these values and reports one outcome each.
         self.inner_axis, self.inner_values = inner
@@ -38,9 +41,14 @@ class RecordingCallback(tune.Callback):
             self._outcomes[trial.trial_id] = result["gridbench"]
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        outcome = self._outcomes.pop(trial.trial_id, None)
-        if outcome is None:
+        reported = self._outcomes.pop(trial.trial_id, None)
+        if reported is None:
             outcome = _lost_outcome(trial, "the trial ended without reporting a result")
+        else:
+            try:
+                outcome = TrialOutcome.from_dict(reported)
+            except MalformedOutcome as err:
+                outcome = _lost_outcome(trial, f"the trial reported a malformed outcome ({err})")
         self._record(trial, outcome)
 
     def on_trial_error(self, iteration, trials, trial, **info):
@@ -54,14 +62,14 @@ class RecordingCallback(tune.Callback):
         # the store client and the terminal are this process's alone.
         return {"records": [], "_outcomes": {}, "recorder": None, "observer": None, "params": {}, "tags": {}}
 
-    def _record(self, trial, outcome):
+    def _record(self, trial, outcome: TrialOutcome):
         if not self.inner_axis:
             self._write(TrialRecord.from_outcome(trial.trial_id, trial.config, outcome))
             return
         # One record per inner value: its own outcome, or the group's failure for each.
-        parts = outcome.get("group") or [{**outcome, "value": value} for value in self.inner_values]
+        parts = outcome.group or [replace(outcome, value=value) for value in self.inner_values]
         for index, part in enumerate(parts):
-            config = {**trial.config, self.inner_axis: part["value"]}
+            config = {**trial.config, self.inner_axis: part.value}
             self._write(TrialRecord.from_outcome(f"{trial.trial_id}-{index}", config, part))
 
     def _write(self, record: TrialRecord) -> None:
@@ -71,13 +79,14 @@ class RecordingCallback(tune.Callback):
             self.observer.trial_ended(record)
 
 
-def _lost_outcome(trial, error: str, traceback: str | None = None) -> dict:
+def _lost_outcome(trial, error: str, traceback: str | None = None) -> TrialOutcome:
+    """For a trial whose own outcome never arrived (or arrived malformed)."""
     now = time.time()
-    return {
-        "status": "FAILED",
-        "started_at": getattr(trial, "start_time", None) or now,
-        "ended_at": now,
-        "repeat": trial.config.get(REPEAT_KEY, 0),
-        "error": error[:500],
-        "traceback": traceback,
-    }
+    return TrialOutcome(
+        TrialStatus.FAILED,
+        started_at=getattr(trial, "start_time", None) or now,
+        ended_at=now,
+        repeat=int(trial.config.get(REPEAT_KEY, 0)),
+        error=error[:500],
+        traceback=traceback,
+    )

@@ -2,7 +2,8 @@
 
 from gridbench.tracking.read import SearchRun, TrialRun, latest_searches, read_search
 from gridbench.tracking.store import (
-    SearchRecorder,
+    MlflowRecorder,
+    Recorder,
     check_tracking_uri,
     experiment_name,
     record_comparison,
@@ -12,7 +13,8 @@ from gridbench.tracking.store import (
 )
 
 __all__ = [
-    "SearchRecorder",
+    "MlflowRecorder",
+    "Recorder",
     "SearchRun",
     "TrialRun",
     "check_tracking_uri",

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from gridbench.errors import UserError
+from gridbench.tracking import schema
+from gridbench.tracking.schema import On, SearchStatus, TrialStatus
 from gridbench.tracking.store import experiment_name, quiet_mlflow
 
 
@@ -14,18 +16,18 @@ class TrialRun:
     key: str  # the configuration, as records.config_key writes it
     config: Mapping[str, str]
     repeat: int
-    status: str
+    status: str  # MLflow's run status: a TrialStatus, or RUNNING/KILLED for a trial cut short
     metrics: Mapping[str, float]
     ended_s: float  # seconds after the search started
 
     @property
     def finished(self) -> bool:
-        return self.status == "FINISHED"
+        return self.status == TrialStatus.FINISHED.value
 
 
 @dataclass(frozen=True)
 class SearchRun:
-    """One search as MLflow holds it: the parent run's facts and its trials."""
+    """One search as MLflow holds it: the parent run's facts (read as the current schema) and its trials."""
 
     run_id: str
     tags: Mapping[str, str]
@@ -33,19 +35,35 @@ class SearchRun:
     metrics: Mapping[str, float]
     trials: tuple[TrialRun, ...]
 
+    def __post_init__(self):
+        # Older runs lack what later schema versions write on every run: read them through its defaults.
+        tags, metrics = schema.upgrade(self.tags, self.metrics, On.SEARCH)
+        object.__setattr__(self, "tags", tags)
+        object.__setattr__(self, "metrics", metrics)
+
     @property
     def label(self) -> str:
-        device = self.tags.get("device", "?")
+        device = self.tags.get(schema.DEVICE, "?")
         if device == "gpu":
-            share = self.tags.get("gpus_per_trial", "1")
-            device = f"gpu x{self.tags.get('gpus_used', '?')}" + (f" ({share}/trial)" if share not in ("1", "") else "")
+            share = self.tags.get(schema.GPUS_PER_TRIAL, "1")
+            gpus = self.tags.get(schema.GPUS_USED, "?")
+            device = f"gpu x{gpus}" + (f" ({share}/trial)" if share not in ("1", "") else "")
         else:
-            device = f"cpu ({self.tags.get('cpus_per_trial', '?')} cores/trial)"
-        return f"{device} {self.tags.get('backend', '')} {self.run_id[:8]}".strip()
+            device = f"cpu ({self.tags.get(schema.CPUS_PER_TRIAL, '?')} cores/trial)"
+        return f"{device} {self.tags.get(schema.BACKEND, '')} {self.run_id[:8]}".strip()
+
+    @property
+    def timing_train(self) -> str:
+        """The metric that says how long its workload trained (steady_epoch_s, fit_s)."""
+        return self.tags[schema.TIMING_TRAIN]
 
     @property
     def fixed_params(self) -> dict[str, str]:
-        return {k: v for k, v in self.params.items() if not k.startswith("grid.") and k not in ("repeats", "seed")}
+        return {
+            k: v
+            for k, v in self.params.items()
+            if not k.startswith(schema.GRID_PREFIX) and k not in (schema.PARAM_REPEATS, schema.PARAM_SEED)
+        }
 
 
 def read_search(tracking_uri: str, run_id: str):
@@ -59,10 +77,10 @@ def read_search(tracking_uri: str, run_id: str):
         parent = client.get_run(run_id)
     except MlflowException:
         raise UserError(f"no run {run_id} in {tracking_uri}; give a search's parent run id") from None
-    if parent.data.tags.get("gridbench.kind") != "search":
+    if parent.data.tags.get(schema.KIND) != "search":
         raise UserError(f"run {run_id} is not a gridbench search (a trial or a comparison?); give a parent run id")
     children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'", max_results=50000
+        [parent.info.experiment_id], filter_string=f"tags.{schema.PARENT_RUN} = '{run_id}'", max_results=50000
     )
     started_ms = parent.info.start_time
     trials = []
@@ -70,11 +88,11 @@ def read_search(tracking_uri: str, run_id: str):
         config = {k: v for k, v in child.data.params.items() if k in _grid_axes(parent.data.params)}
         trials.append(
             TrialRun(
-                key=child.data.tags.get("config_key", ""),
+                key=child.data.tags.get(schema.CONFIG_KEY, ""),
                 config=config,
-                repeat=int(child.data.params.get("repeat", 0)),
+                repeat=int(child.data.params.get(schema.PARAM_REPEAT, 0)),
                 status=child.info.status,
-                metrics=dict(child.data.metrics),
+                metrics=schema.upgrade(child.data.tags, child.data.metrics, On.TRIAL)[1],
                 ended_s=((child.info.end_time or started_ms) - started_ms) / 1000,
             )
         )
@@ -88,7 +106,7 @@ def read_search(tracking_uri: str, run_id: str):
 
 
 def _grid_axes(params: Mapping[str, str]) -> set[str]:
-    return {k[len("grid.") :] for k in params if k.startswith("grid.")}
+    return {k[len(schema.GRID_PREFIX) :] for k in params if k.startswith(schema.GRID_PREFIX)}
 
 
 def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
@@ -102,13 +120,13 @@ def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
         raise UserError(f"no searches of {spec_name!r} in {tracking_uri}; run `gridbench search {spec_name}` first")
     runs = client.search_runs(
         [experiment.experiment_id],
-        filter_string="tags.`gridbench.kind` = 'search' and attributes.status = 'FINISHED'",
+        filter_string=f"tags.`{schema.KIND}` = 'search' and attributes.status = '{SearchStatus.FINISHED.value}'",
         order_by=["attributes.start_time DESC"],
         max_results=1000,
     )
     newest: dict[str, str] = {}
     for run in runs:
-        newest.setdefault(run.data.tags.get("device", "?"), run.info.run_id)
+        newest.setdefault(run.data.tags.get(schema.DEVICE, "?"), run.info.run_id)
     if len(newest) < 2:
         found = ", ".join(newest) or "none"
         raise UserError(

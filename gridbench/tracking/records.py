@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+from gridbench.tracking import schema
+from gridbench.tracking.schema import TrialStatus
+
+if TYPE_CHECKING:  # what the worker sends; the store's side never imports the worker's
+    from gridbench.trial.outcome import TrialOutcome
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -16,7 +22,7 @@ class TrialRecord:
     trial_id: str
     config: Mapping[str, Any]  # the grid point: axis values only
     repeat: int
-    status: str  # "FINISHED" or "FAILED"
+    status: TrialStatus
     metrics: Mapping[str, float]
     tags: Mapping[str, str]
     started_at: float  # Unix time, from the worker's clock
@@ -25,29 +31,32 @@ class TrialRecord:
     error: str | None = None
     traceback: str | None = None
 
+    def __post_init__(self):
+        object.__setattr__(self, "status", TrialStatus(self.status))  # a plain "FINISHED" too; anything else fails
+
     @property
     def key(self) -> str:
         return config_key(self.config)
 
     @property
     def finished(self) -> bool:
-        return self.status == "FINISHED"
+        return self.status is TrialStatus.FINISHED
 
     @classmethod
-    def from_outcome(cls, trial_id: str, config: Mapping[str, Any], outcome: Mapping[str, Any]) -> TrialRecord:
-        """From the dict a trial returns (gridbench.trial.run_trial)."""
+    def from_outcome(cls, trial_id: str, config: Mapping[str, Any], outcome: TrialOutcome) -> TrialRecord:
+        """From what a trial returned (gridbench.trial.run_trial), checked on its way to the driver."""
         return cls(
             trial_id=trial_id,
-            config={k: v for k, v in config.items() if k != "repeat"},
-            repeat=int(outcome.get("repeat", config.get("repeat", 0))),
-            status=outcome["status"],
-            metrics=dict(outcome.get("metrics", {})),
-            tags=dict(outcome.get("tags", {})),
-            started_at=float(outcome["started_at"]),
-            ended_at=float(outcome["ended_at"]),
-            epoch_times=tuple(outcome.get("epoch_times", ())),
-            error=outcome.get("error"),
-            traceback=outcome.get("traceback"),
+            config={k: v for k, v in config.items() if k != schema.PARAM_REPEAT},
+            repeat=outcome.repeat,
+            status=outcome.status,
+            metrics=dict(outcome.metrics),
+            tags=dict(outcome.tags),
+            started_at=outcome.started_at,
+            ended_at=outcome.ended_at,
+            epoch_times=tuple(outcome.epoch_times),
+            error=outcome.error,
+            traceback=outcome.traceback,
         )
 
 
@@ -78,18 +87,18 @@ class SearchSummary:
 
     def metrics(self) -> dict[str, float]:
         values = {
-            "trials_total": self.trials_total,
-            "trials_finished": self.trials_finished,
-            "trials_failed": self.trials_failed,
-            "concurrency": self.concurrency,
-            "makespan_s": self.makespan_s,
-            "ray_start_s": self.ray_start_s,
-            "backend_probe_s": self.backend_probe_s,
-            "time_to_first_trial_s": self.time_to_first_trial_s,
-            "trial_wall_sum_s": self.trial_wall_sum_s,
-            "overhead_ratio": self.overhead_ratio,
-            "overhead_s": self.makespan_s - self.ideal_makespan_s,
+            schema.TRIALS_TOTAL: self.trials_total,
+            schema.TRIALS_FINISHED: self.trials_finished,
+            schema.TRIALS_FAILED: self.trials_failed,
+            schema.CONCURRENCY: self.concurrency,
+            schema.MAKESPAN_S: self.makespan_s,
+            schema.RAY_START_S: self.ray_start_s,
+            schema.BACKEND_PROBE_S: self.backend_probe_s,
+            schema.TIME_TO_FIRST_TRIAL_S: self.time_to_first_trial_s,
+            schema.TRIAL_WALL_SUM_S: self.trial_wall_sum_s,
+            schema.OVERHEAD_RATIO: self.overhead_ratio,
+            schema.OVERHEAD_S: self.makespan_s - self.ideal_makespan_s,
         }
         if self.best_metric is not None:
-            values["best_metric"] = self.best_metric
+            values[schema.BEST_METRIC] = self.best_metric
         return {k: float(v) for k, v in values.items()}

@@ -13,11 +13,13 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 from urllib.parse import urlparse
 
 from gridbench.errors import UserError
+from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
+from gridbench.tracking.schema import SearchStatus
 
 EXPERIMENT_PREFIX = "gridbench/"
 # MLflow caps a tag value at 8000 characters (5000 in older servers).
@@ -105,7 +107,20 @@ def _text(value: Any) -> str:
     return str(value)[:_MAX_TAG]
 
 
-class SearchRecorder:
+class Recorder(Protocol):
+    """Where a search's records go: MLflow (MlflowRecorder) or memory (gridbench.tracking.memory, for tests)."""
+
+    experiment_name: str
+    parent_run_id: str | None
+
+    def start(
+        self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], documents: Mapping[str, Any]
+    ) -> str: ...
+    def record_trial(self, trial: TrialRecord, params: Mapping[str, Any], tags: Mapping[str, str]) -> str: ...
+    def finish(self, summary: SearchSummary | None, status: SearchStatus, error: str | None = None) -> None: ...
+
+
+class MlflowRecorder:
     """Writes one search to MLflow: the parent run, each trial as a nested run, the totals."""
 
     def __init__(self, tracking_uri: str, spec_name: str):
@@ -129,6 +144,7 @@ class SearchRecorder:
             )
         else:
             self.experiment_id = experiment.experiment_id
+        tags = {**tags, schema.SCHEMA: str(schema.SCHEMA_VERSION)}
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags={k: _text(v) for k, v in tags.items()})
         self.parent_run_id = run.info.run_id
         self._log(self.parent_run_id, params=params)
@@ -143,35 +159,36 @@ class SearchRecorder:
             start_time=int(trial.started_at * 1000),
             run_name=f"{trial.key} #{trial.repeat}",
             tags={
-                "mlflow.parentRunId": self.parent_run_id,
-                "trial_id": trial.trial_id,
-                "config_key": trial.key,
+                schema.PARENT_RUN: self.parent_run_id,
+                schema.SCHEMA: str(schema.SCHEMA_VERSION),
+                schema.TRIAL_ID: trial.trial_id,
+                schema.CONFIG_KEY: trial.key,
                 **{k: _text(v) for k, v in {**tags, **trial.tags}.items()},
-                **({"error": _text(trial.error)} if trial.error else {}),
+                **({schema.ERROR: _text(trial.error)} if trial.error else {}),
             },
         )
         run_id = run.info.run_id
-        self._log(run_id, params={**params, **trial.config, "repeat": trial.repeat}, metrics=trial.metrics)
+        self._log(run_id, params={**params, **trial.config, schema.PARAM_REPEAT: trial.repeat}, metrics=trial.metrics)
         if trial.epoch_times:
             from mlflow.entities import Metric
 
             now = int(time.time() * 1000)
             self.client.log_batch(
-                run_id, metrics=[Metric("epoch_s", t, now, step) for step, t in enumerate(trial.epoch_times)]
+                run_id, metrics=[Metric(schema.EPOCH_S, t, now, step) for step, t in enumerate(trial.epoch_times)]
             )
         if trial.traceback:
             self.client.log_text(run_id, trial.traceback, "error.txt")
-        self.client.set_terminated(run_id, status=trial.status, end_time=int(trial.ended_at * 1000))
+        self.client.set_terminated(run_id, status=trial.status.value, end_time=int(trial.ended_at * 1000))
         return run_id
 
-    def finish(self, summary: SearchSummary | None, status: str, error: str | None = None) -> None:
+    def finish(self, summary: SearchSummary | None, status: SearchStatus, error: str | None = None) -> None:
         if self.parent_run_id is None:
             return
         if summary is not None:
             self._log(self.parent_run_id, metrics=summary.metrics())
         if error:
-            self.client.set_tag(self.parent_run_id, "error", _text(error))
-        self.client.set_terminated(self.parent_run_id, status=status)
+            self.client.set_tag(self.parent_run_id, schema.ERROR, _text(error))
+        self.client.set_terminated(self.parent_run_id, status=status.value)
 
     def _log(
         self, run_id: str, params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None
@@ -198,7 +215,7 @@ def record_comparison(
 ) -> str:
     """The comparison as its own run, linked to the searches it compares (tags both ways)."""
     run_name = f"compare {' vs '.join(tags.get(f'search.{i}', rid[:8]) for i, rid in enumerate(run_ids))}"
-    tags = {"compare.baseline": run_ids[0], "compare.runs": ",".join(run_ids), **tags}
+    tags = {schema.COMPARE_BASELINE: run_ids[0], schema.COMPARE_RUNS: ",".join(run_ids), **tags}
     return record_summary(tracking_uri, spec_name, "comparison", run_name, run_ids, metrics, tags, files)
 
 
@@ -222,7 +239,11 @@ def record_summary(
     run = client.create_run(
         experiment.experiment_id,
         run_name=run_name,
-        tags={"gridbench.kind": kind, **{k: _text(v) for k, v in tags.items()}},
+        tags={
+            schema.KIND: kind,
+            schema.SCHEMA: str(schema.SCHEMA_VERSION),
+            **{k: _text(v) for k, v in tags.items()},
+        },
     )
     run_id = run.info.run_id
     try:
@@ -232,11 +253,11 @@ def record_summary(
         client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
         for name, path in files.items():
             client.log_artifact(run_id, str(path), artifact_path=str(Path(name).parent) if "/" in name else None)
-        link = {"comparison": "gridbench.compared_in"}.get(kind, f"gridbench.{kind}_run")
+        link = {"comparison": schema.COMPARED_IN, "scale": schema.SCALE_RUN}[kind]
         for search_id in run_ids:
             client.set_tag(search_id, link, run_id)
-        client.set_terminated(run_id, status="FINISHED")
+        client.set_terminated(run_id, status=SearchStatus.FINISHED.value)
     except BaseException:
-        client.set_terminated(run_id, status="FAILED")
+        client.set_terminated(run_id, status=SearchStatus.FAILED.value)
         raise
     return run_id

@@ -3,7 +3,7 @@
 The process is configured before the framework is imported (backend, visible
 devices, thread counts from the CPUs Ray gave the trial), the device the framework
 actually used is read back from it, and every phase is timed on a synchronised
-clock. The trial returns a plain dict; it never writes to MLflow itself, so that
+clock. The trial returns a TrialOutcome; it never writes to MLflow itself, so that
 concurrent trials cannot race in the store.
 """
 
@@ -19,8 +19,11 @@ from typing import Any, Mapping, Protocol
 
 from gridbench.datasets import Dataset, DataSource
 from gridbench.datasets.read import load_shared
+from gridbench.tracking import schema
+from gridbench.tracking.schema import TrialStatus
 from gridbench.trial import gpu_monitor
 from gridbench.trial.memory import memory_environment, memory_fraction
+from gridbench.trial.outcome import TrialOutcome
 from gridbench.trial.timing import PhaseClock, epoch_summary
 from gridbench.workloads import get_workload
 
@@ -117,36 +120,36 @@ def _matches(requested: str, actual: str) -> bool:
     return actual.split(":")[0] == requested
 
 
-def run_trial(config: Mapping[str, Any], context: TrialContext) -> dict[str, Any]:
+def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
     """Trains one grid point (or one group, see _train_group) and returns its outcome; failures are returned."""
     started_at = time.time()
     start = time.perf_counter()
     repeat = int(config.get(REPEAT_KEY, 0))
     hyperparameters = {**context.params, **{k: v for k, v in config.items() if k != REPEAT_KEY}}
-    outcome: dict[str, Any] = {
-        "started_at": started_at,
-        "repeat": repeat,
-        "metrics": {},
-        "tags": {"host": socket.gethostname(), "pid": str(os.getpid()), "device.requested": context.device},
-    }
+    outcome = TrialOutcome(
+        TrialStatus.FINISHED,
+        started_at,
+        started_at,
+        repeat,
+        tags={schema.HOST: socket.gethostname(), schema.PID: str(os.getpid()), schema.DEVICE_REQUESTED: context.device},
+    )
     try:
         configure_process(context)
         gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
         if gpus:
-            outcome["tags"].update({"gpu.assigned": ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
+            outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
         imported = time.perf_counter()
         entry: WorkloadEntry = get_workload(context.workload, "trial").load_train()
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         train = _train_group if context.inner_axis else _train_one
         train(outcome, entry, context, hyperparameters, repeat, gpus, import_s, start)
-        outcome["status"] = "FINISHED"
     except Exception as err:
-        outcome["status"] = "FAILED"
-        outcome["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        outcome["traceback"] = traceback.format_exc()
-    outcome["ended_at"] = time.time()
-    outcome["metrics"]["trial_wall_s"] = time.perf_counter() - start
+        outcome.status = TrialStatus.FAILED
+        outcome.error = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        outcome.traceback = traceback.format_exc()
+    outcome.ended_at = time.time()
+    outcome.metrics[schema.TRIAL_WALL_S] = time.perf_counter() - start
     return outcome
 
 
@@ -160,6 +163,18 @@ def _without_accuracy(metrics: dict[str, float], data: DataSource) -> dict[str, 
     return {k: v for k, v in metrics.items() if "accuracy" not in k} if data.synthetic else metrics
 
 
+def _check_device(outcome: TrialOutcome, context: TrialContext, session, what: str) -> None:
+    """Records where the framework put the work; a mislabelled timing is worse than none."""
+    actual = session.actual_device()
+    outcome.tags[schema.DEVICE_ACTUAL] = actual
+    if not _matches(context.device, actual):
+        raise DeviceMismatch(f"requested {context.device} but {what} on {actual}")
+
+
+def _sampler(gpus: list[int]):
+    return gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+
+
 def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
     """One configuration: setup, fit (epochs on a synchronised clock), evaluation."""
     from threadpoolctl import threadpool_limits
@@ -170,36 +185,33 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
             data = _load_data(context, hyperparameters)
             session = entry.open_session(hyperparameters, data, seed=context.seed + repeat)
             session.build()
-        actual = session.actual_device()
-        outcome["tags"]["device.actual"] = actual
-        if not _matches(context.device, actual):
-            raise DeviceMismatch(f"requested {context.device} but {context.backend} placed the model on {actual}")
+        _check_device(outcome, context, session, f"{context.backend} placed the model")
         clock.sync = session.sync
-        sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+        sampler = _sampler(gpus)
         with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
             fit_metrics = session.fit(clock)
         if gpus:
-            outcome["metrics"].update(sampler.metrics())
+            outcome.metrics.update(sampler.metrics())
         with clock.phase("eval"):
             eval_metrics = session.evaluate()
     epochs = epoch_summary(clock.epochs)
-    outcome["metrics"].update(
+    outcome.metrics.update(
         {
-            "import_s": import_s,
-            "setup_s": clock.phases["setup"],
-            "fit_s": clock.phases["fit"],
+            schema.IMPORT_S: import_s,
+            schema.SETUP_S: clock.phases["setup"],
+            schema.FIT_S: clock.phases["fit"],
             # What fit() spends outside its epochs: input pipelines, callbacks, wrappers.
-            "fit_outside_epochs_s": clock.phases["fit"] - sum(clock.epochs),
-            "eval_s": clock.phases["eval"],
+            schema.FIT_OUTSIDE_EPOCHS_S: clock.phases["fit"] - sum(clock.epochs),
+            schema.EVAL_S: clock.phases["eval"],
             **epochs,
-            "samples_per_s": session.train_samples / epochs["steady_epoch_s"],
+            schema.SAMPLES_PER_S: session.train_samples / epochs[schema.STEADY_EPOCH_S],
             **fit_metrics,
             **_without_accuracy(eval_metrics, context.data),
         }
     )
-    outcome["epoch_times"] = list(clock.epochs)
-    outcome["tags"].update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": _blas_threads()})
-    outcome["tags"].update(session.facts())
+    outcome.epoch_times = list(clock.epochs)
+    outcome.tags.update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": _blas_threads()})
+    outcome.tags.update(session.facts())
 
 
 def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
@@ -219,37 +231,34 @@ def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat:
             data = _load_data(context, hyperparameters)
             session = entry.open_session(hyperparameters, data, context.seed + repeat, context.device)
             warmup = session.build()
-        actual = session.actual_device()
-        outcome["tags"]["device.actual"] = actual
-        if not _matches(context.device, actual):
-            raise DeviceMismatch(f"requested {context.device} but the workload computed on {actual}")
+        _check_device(outcome, context, session, "the workload computed")
         clock.sync = session.sync
-        sampler = gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+        sampler = _sampler(gpus)
         with sampler:
             results = session.fit_grid(context.inner_values, clock)
     group_wall = time.perf_counter() - start
     shared_by = len(results)
-    shared = {"import_s": import_s, "setup_s": clock.phases["setup"], **warmup, **session.shared}
+    shared = {schema.IMPORT_S: import_s, schema.SETUP_S: clock.phases["setup"], **warmup, **session.shared}
     shared_training = shared.get("gram_s", 0.0) + shared.get("factor_s", 0.0)
     if gpus:
         shared.update(sampler.metrics())
-    tags = {**outcome["tags"], "threads.blas": _blas_threads(), **session.facts()}
-    outcome["group"] = [
-        {
-            "value": value,
-            "status": "FINISHED",
-            "started_at": outcome["started_at"],
-            "ended_at": result.pop("ended_at"),
-            "repeat": repeat,
-            "tags": {**tags, "shared_by": str(shared_by)},
-            "metrics": {
+    tags = {**outcome.tags, "threads.blas": _blas_threads(), **session.facts()}
+    outcome.group = [
+        TrialOutcome(
+            TrialStatus.FINISHED,
+            outcome.started_at,
+            result.pop("ended_at"),
+            repeat,
+            value=value,
+            tags={**tags, schema.SHARED_BY: str(shared_by)},
+            metrics={
                 **shared,
                 **_without_accuracy(result, context.data),
-                "shared_by": float(shared_by),
-                "fit_s": result["solve_s"] + shared_training / shared_by,
-                "trial_wall_s": group_wall / shared_by,
-                "group_wall_s": group_wall,
+                schema.SHARED_BY: float(shared_by),
+                schema.FIT_S: result["solve_s"] + shared_training / shared_by,
+                schema.TRIAL_WALL_S: group_wall / shared_by,
+                schema.GROUP_WALL_S: group_wall,
             },
-        }
+        )
         for value, result in zip(context.inner_values, results)
     ]

@@ -12,6 +12,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from gridbench.tracking import schema
+
 
 def _no_sync() -> None:
     pass
@@ -54,11 +56,11 @@ def epoch_summary(epochs: list[float]) -> dict[str, float]:
         raise ValueError(f"need at least 2 epochs to separate warm-up from steady state, got {len(epochs)}")
     steady = epochs[1:]
     return {
-        "warmup_epoch_s": epochs[0],
-        "steady_epoch_s": statistics.median(steady),
-        "steady_epoch_mean_s": statistics.fmean(steady),
-        "steady_epoch_std_s": statistics.stdev(steady) if len(steady) > 1 else 0.0,
-        "steady_epoch_min_s": min(steady),
-        "steady_epoch_max_s": max(steady),
-        "steady_epochs": float(len(steady)),
+        schema.WARMUP_EPOCH_S: epochs[0],
+        schema.STEADY_EPOCH_S: statistics.median(steady),
+        schema.STEADY_EPOCH_MEAN_S: statistics.fmean(steady),
+        schema.STEADY_EPOCH_STD_S: statistics.stdev(steady) if len(steady) > 1 else 0.0,
+        schema.STEADY_EPOCH_MIN_S: min(steady),
+        schema.STEADY_EPOCH_MAX_S: max(steady),
+        schema.STEADY_EPOCHS: float(len(steady)),
     }

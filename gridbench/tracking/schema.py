@@ -1,0 +1,239 @@
+"""What gridbench records in MLflow: every tag, param and metric name it writes or reads, in one place.
+
+Each name is declared once with its kind, its type, the run it sits on and its meaning;
+code uses the constants, so that renaming a name renames it for the writer and every
+reader alike (`compare` prices what these names say). Every run carries its schema
+version in the tag `gridbench.schema`. Runs written before the tag existed read as
+version 1; `upgrade` fills what they lack from explicit defaults keyed by version.
+
+A workload may report further metrics and tags of its own (kernel_ridge's `gram_s`,
+a Keras model's `model.params`); they are recorded under the names it gives and
+described in the README's "What is measured". Names gridbench itself reads back are
+all declared here. Families of names (`version.<library>`, `gpu.<index>.<fact>`) are
+declared by their prefix.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Mapping
+
+SCHEMA_VERSION = 2
+
+
+class Kind(enum.Enum):
+    TAG = "tag"
+    PARAM = "param"
+    METRIC = "metric"
+
+
+class On(enum.Enum):
+    """The run a name sits on."""
+
+    SEARCH = "search"  # a search's parent run
+    TRIAL = "trial"  # a trial's nested run
+    SUMMARY = "summary"  # a comparison's or a scale's run
+
+
+class TrialStatus(str, enum.Enum):
+    """How a trial ended, as the worker reports it and MLflow records it."""
+
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+
+
+class SearchStatus(str, enum.Enum):
+    """How a search ended (the parent run's MLflow status)."""
+
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: Kind
+    type: type
+    on: tuple[On, ...]
+    meaning: str
+    since: int = 1  # the first schema version that writes it on every such run
+    default: str | float | None = None  # how a run older than `since` reads when it lacks it
+
+
+FIELDS: dict[tuple[Kind, str], Field] = {}
+
+
+def _declare(name: str, kind: Kind, type_: type, on: On | tuple[On, ...], meaning: str, **options) -> str:
+    if (kind, name) in FIELDS:
+        raise ValueError(f"schema {kind.value} {name!r} declared twice")
+    FIELDS[kind, name] = Field(name, kind, type_, on if isinstance(on, tuple) else (on,), meaning, **options)
+    return name
+
+
+def _tag(name, on, meaning, **options):
+    return _declare(name, Kind.TAG, str, on, meaning, **options)
+
+
+def _metric(name, on, meaning, **options):
+    return _declare(name, Kind.METRIC, float, on, meaning, **options)
+
+
+def _param(name, type_, on, meaning, **options):
+    return _declare(name, Kind.PARAM, type_, on, meaning, **options)
+
+
+BOTH = (On.SEARCH, On.TRIAL)
+EVERY = (On.SEARCH, On.TRIAL, On.SUMMARY)
+
+# --- Every run ---------------------------------------------------------------------------------------------------
+SCHEMA = _tag("gridbench.schema", EVERY, "the schema version the run was written with", since=2, default="1")
+KIND = _tag("gridbench.kind", EVERY, "search, trial, comparison or scale")
+
+# --- A search (parent run) -----------------------------------------------------------------------------------------
+DEVICE = _tag("device", BOTH, "the device asked for: cpu or gpu")
+BACKEND = _tag("backend", BOTH, "the Keras backend, or what a non-Keras workload computes with")
+BACKEND_REASON = _tag("backend.reason", On.SEARCH, "why that backend, in one line", since=2, default="")
+SPEC_NAME = _tag("spec.name", On.SEARCH, "the experiment's name")
+SPEC_HASH = _tag("spec.hash", On.SEARCH, "a hash of the spec as it ran (overrides applied)")
+SPEC_SOURCE = _tag("spec.source", On.SEARCH, "the spec's file")
+DATASET = _tag("dataset", On.SEARCH, "the dataset's name")
+DATA_PATH = _tag("data.path", On.SEARCH, "where the data was read from")
+DATA_SYNTHETIC = _tag(
+    "data.synthetic", BOTH, "true: random data of the real shapes (no accuracy)", since=2, default="false"
+)
+MODEL = _tag("model", On.SEARCH, "the workload's name")
+METRIC = _tag("metric", On.SEARCH, "the metric that ranks trials")
+METRIC_MODE = _tag("metric.mode", On.SEARCH, "max or min")
+METRIC_TARGET = _tag("metric.target", On.SEARCH, "the value for time to accuracy; empty: none")
+TIMING_TRAIN = _tag(
+    "timing.train", On.SEARCH, "the metric that says how long training took", since=2, default="steady_epoch_s"
+)
+COMMAND = _tag("command", On.SEARCH, "the command line")
+CPUS_PER_TRIAL = _tag("cpus_per_trial", On.SEARCH, "cores Ray reserved per trial")
+GPUS_PER_TRIAL = _tag("gpus_per_trial", On.SEARCH, "GPUs Ray reserved per trial (0 on CPU)")
+GPUS_USED = _tag("gpus_used", On.SEARCH, "GPUs the search could use")
+CPUS_USED = _tag("cpus_used", On.SEARCH, "cores the search could use")
+TRIALS_PER_GPU = _tag("trials_per_gpu", On.SEARCH, "trials packed on one GPU (0 on CPU)")
+DATA_PARALLEL = _tag("data_parallel", On.SEARCH, "true: each trial spreads over several GPUs")
+RAY_ADDRESS = _tag("ray.address", On.SEARCH, "local, or the Ray cluster joined")
+RAY_NODES = _tag("ray.nodes", On.SEARCH, "live Ray nodes")
+COMPILE_CACHE = _tag("compile_cache", BOTH, "per search or off: JAX's persistent compilation cache")
+BASELINE = _tag("baseline", On.SEARCH, "GridSearchCV(...): a scikit-learn baseline recorded as a search")
+ERROR = _tag("error", BOTH, "why the run failed")
+COMPARED_IN = _tag("gridbench.compared_in", On.SEARCH, "the comparison run that compared this search")
+SCALE_RUN = _tag("gridbench.scale_run", On.SEARCH, "the scale run this search belongs to")
+SCALE_ID = _tag("scale.id", (On.SEARCH, On.SUMMARY), "one scale's searches share it")
+SCALE_COUNT = _tag("scale.count", On.SEARCH, "the GPU or core count this search ran at")
+# The environment (gridbench.environment.collect), by prefix or name.
+HOST = _tag("host", BOTH, "the machine's name")
+CPU_MODEL = _tag("cpu.model", On.SEARCH, "the CPU")
+CPU_CORES_USABLE = _tag("cpu.cores_usable", On.SEARCH, "cores this process may run on")
+GPU_COUNT = _tag("gpu.count", On.SEARCH, "GPUs NVML sees")
+GPU_PREFIX = _tag("gpu.", On.SEARCH, "gpu.<index>.name, .memory_gib, .driver, .cuda_driver: each GPU's facts")
+VERSION_PREFIX = _tag("version.", BOTH, "version.<library>: library versions")
+
+PARAM_REPEATS = _param("repeats", int, On.SEARCH, "each configuration's repeats")
+PARAM_SEED = _param("seed", int, BOTH, "the spec's seed (a repeat adds its index)")
+GRID_PREFIX = _param("grid.", list, On.SEARCH, "grid.<axis>: the axis' values, as JSON")
+PARAM_REPEAT = _param("repeat", int, On.TRIAL, "the trial's repeat index")
+
+MAKESPAN_S = _metric("makespan_s", (On.SEARCH, On.SUMMARY), "Tuner.fit() from start to end (a scale: _<count>)")
+RAY_START_S = _metric("ray_start_s", On.SEARCH, "starting or joining Ray")
+BACKEND_PROBE_S = _metric("backend_probe_s", On.SEARCH, "asking backends whether they see a GPU", since=2, default=0.0)
+TIME_TO_FIRST_TRIAL_S = _metric("time_to_first_trial_s", On.SEARCH, "from the command's start to the first trial's")
+TRIAL_WALL_SUM_S = _metric("trial_wall_sum_s", On.SEARCH, "the trials' wall times added up")
+TRIALS_TOTAL = _metric("trials_total", On.SEARCH, "configurations x repeats")
+TRIALS_FINISHED = _metric("trials_finished", On.SEARCH, "trials that finished")
+TRIALS_FAILED = _metric("trials_failed", On.SEARCH, "trials that failed")
+CONCURRENCY = _metric("concurrency", On.SEARCH, "trials the resources allowed at once")
+OVERHEAD_RATIO = _metric("overhead_ratio", On.SEARCH, "makespan / (trial wall sum / concurrency)")
+OVERHEAD_S = _metric("overhead_s", On.SEARCH, "makespan - trial wall sum / concurrency")
+BEST_METRIC = _metric("best_metric", On.SEARCH, "the best value of the ranking metric")
+
+# --- A trial (nested run) ------------------------------------------------------------------------------------------
+PARENT_RUN = _tag("mlflow.parentRunId", On.TRIAL, "the search's run (MLflow's own tag)")
+TRIAL_ID = _tag("trial_id", On.TRIAL, "Ray Tune's trial id")
+CONFIG_KEY = _tag("config_key", On.TRIAL, "the grid point: 'axis=value axis=value'")
+PID = _tag("pid", On.TRIAL, "the worker's process id")
+RAY_NODE_ID = _tag("ray.node_id", On.TRIAL, "the Ray node the trial ran on")
+DEVICE_REQUESTED = _tag("device.requested", On.TRIAL, "cpu or gpu")
+DEVICE_ACTUAL = _tag("device.actual", On.TRIAL, "where the framework put the model, read back from it: cpu:0, gpu:0")
+TRAIN_LOOP = _tag("train_loop", On.TRIAL, "fit or compiled: the loop that ran")
+SHARED_BY = _tag("shared_by", On.TRIAL, "configurations trained together in one trial (a metric too)")
+GPU_ASSIGNED = _tag("gpu.assigned", On.TRIAL, "the GPU indices Ray assigned")
+THREADS_PREFIX = _tag("threads.", On.TRIAL, "threads.<pool>: thread counts the trial ran with")
+
+IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
+SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")
+FIT_S = _metric("fit_s", On.TRIAL, "training, warm-up included")
+FIT_OUTSIDE_EPOCHS_S = _metric("fit_outside_epochs_s", On.TRIAL, "what fit() spends outside its epochs")
+EVAL_S = _metric("eval_s", On.TRIAL, "scoring the held-out set")
+WARMUP_EPOCH_S = _metric("warmup_epoch_s", On.TRIAL, "the first epoch: tracing and compilation")
+STEADY_EPOCH_S = _metric("steady_epoch_s", On.TRIAL, "median of the epochs after the first")
+STEADY_EPOCH_MEAN_S = _metric("steady_epoch_mean_s", On.TRIAL, "their mean")
+STEADY_EPOCH_STD_S = _metric("steady_epoch_std_s", On.TRIAL, "their standard deviation (0 with one)")
+STEADY_EPOCH_MIN_S = _metric("steady_epoch_min_s", On.TRIAL, "the fastest")
+STEADY_EPOCH_MAX_S = _metric("steady_epoch_max_s", On.TRIAL, "the slowest")
+STEADY_EPOCHS = _metric("steady_epochs", On.TRIAL, "how many timed epochs")
+EPOCH_S = _metric("epoch_s", On.TRIAL, "every epoch's time, one step each")
+SAMPLES_PER_S = _metric("samples_per_s", On.TRIAL, "training samples / steady epoch")
+TRIAL_WALL_S = _metric("trial_wall_s", On.TRIAL, "the whole trial, as a user waits for it")
+_metric(SHARED_BY, On.TRIAL, "configurations trained together in one trial (a tag too)")
+GROUP_WALL_S = _metric("group_wall_s", On.TRIAL, "the whole trial that trained a group of configurations")
+TEST_ACCURACY = _metric("test_accuracy", On.TRIAL, "accuracy on the held-out set (none on synthetic data)")
+TRAIN_LOSS = _metric("train_loss", On.TRIAL, "the last epoch's training loss")
+GPU_METRIC_PREFIX = _metric("gpu_", On.TRIAL, "gpu_util_pct_*, gpu_mem_used_gib_*, gpu_process_mem_gib_*: NVML samples")
+
+# --- A comparison or a scale (summary run) --------------------------------------------------------------------------
+COMPARE_BASELINE = _tag("compare.baseline", On.SUMMARY, "the baseline search's run id")
+COMPARE_RUNS = _tag("compare.runs", On.SUMMARY, "the compared searches' run ids")
+SCALE_RUNS = _tag("scale.runs", On.SUMMARY, "the scale's searches' run ids, smallest count first")
+PRICES_SOURCE = _tag("prices.source", On.SUMMARY, "where the $/hour prices came from")
+MISMATCHES = _tag("mismatches", On.SUMMARY, "what differed between searches compared anyway")
+SEARCH_PREFIX = _tag("search.", On.SUMMARY, "search.<i>: each compared search's label, the baseline first")
+SCALE_PREFIX = _tag("scale.", On.SUMMARY, "scale.resource, .counts, .data_parallel and what every count shared")
+# Headline figures of a comparison, suffixed _1, _2, ... when several searches are compared to one baseline.
+MAKESPAN_SPEEDUP = _metric("makespan_speedup", On.SUMMARY, "baseline makespan / other makespan")
+GEOMEAN_TRAIN_SPEEDUP = _metric("geomean_train_speedup", On.SUMMARY, "geometric mean of the training speedups")
+GEOMEAN_WALL_SPEEDUP = _metric("geomean_wall_speedup", On.SUMMARY, "geometric mean of the trial wall speedups")
+RELATIVE_COST = _metric("relative_cost", On.SUMMARY, "other search's cost / baseline's")
+CONFIGS_CPU_FASTER = _metric("configs_cpu_faster", On.SUMMARY, "configurations that trained faster on the CPU")
+CONFIGS_CPU_CHEAPER = _metric("configs_cpu_cheaper", On.SUMMARY, "configurations that were cheaper on the CPU")
+# A scale's figures per count: <figure>_<count>.
+SCALE_FIGURES = ("makespan_s", "throughput_per_h", "speedup", "efficiency")
+for _figure in SCALE_FIGURES[1:]:
+    _metric(f"{_figure}_", On.SUMMARY, f"{_figure}_<count>: a scale's {_figure} at each count")
+
+
+def declared(kind: Kind, name: str) -> Field | None:
+    """The field a name of this kind belongs to, directly or by a declared prefix."""
+    if (kind, name) in FIELDS:
+        return FIELDS[kind, name]
+    return next(
+        (f for (k, p), f in FIELDS.items() if k is kind and p.endswith((".", "_")) and name.startswith(p)), None
+    )
+
+
+def version_of(tags: Mapping[str, str]) -> int:
+    return int(tags.get(SCHEMA, "1"))
+
+
+def defaults(version: int, kind: Kind, on: On) -> dict[str, str | float]:
+    """What a run of schema `version` lacks and reads as: fields written on every run only since later."""
+    return {
+        f.name: f.default
+        for f in FIELDS.values()
+        if f.kind is kind and on in f.on and f.since > version and f.default is not None
+    }
+
+
+def upgrade(tags: Mapping[str, str], metrics: Mapping[str, float], on: On) -> tuple[dict, dict]:
+    """A run's tags and metrics as the current schema reads them: an older run's gaps filled by their defaults."""
+    version = version_of(tags)
+    return (
+        {**defaults(version, Kind.TAG, on), **tags},
+        {**defaults(version, Kind.METRIC, on), **metrics},
+    )

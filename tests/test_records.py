@@ -1,0 +1,191 @@
+"""What crosses from worker to driver and what is recorded, tested without Ray or a store."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from gridbench.compare import PriceTable, compare
+from gridbench.search import SearchOptions, plan_search
+from gridbench.search.run import summarise
+from gridbench.spec import load_spec
+from gridbench.tracking import schema
+from gridbench.tracking.memory import MemoryRecorder
+from gridbench.tracking.read import SearchRun
+from gridbench.tracking.records import TrialRecord
+from gridbench.tracking.schema import Kind, On, SearchStatus, TrialStatus
+from gridbench.trial.outcome import MalformedOutcome, TrialOutcome
+
+
+def outcome(**changes) -> dict:
+    data = {"status": "FINISHED", "started_at": 10.0, "ended_at": 12.5, "repeat": 1, "metrics": {"trial_wall_s": 2.5}}
+    return {**data, **changes}
+
+
+# --- The schema --------------------------------------------------------------------------------------------------
+
+
+def test_a_name_declared_twice_is_refused():
+    with pytest.raises(ValueError, match="schema metric 'trial_wall_s' declared twice"):
+        schema._metric(schema.TRIAL_WALL_S, On.TRIAL, "again")
+
+
+def test_names_in_a_declared_family_belong_to_it():
+    assert schema.declared(Kind.METRIC, "gpu_util_pct_mean").name == "gpu_"
+    assert schema.declared(Kind.TAG, "version.keras").name == "version."
+    assert schema.declared(Kind.TAG, "gpu.0.driver").name == "gpu."
+    assert schema.declared(Kind.METRIC, "no_such_metric") is None
+    assert schema.declared(Kind.TAG, schema.SHARED_BY).kind is Kind.TAG
+    assert schema.declared(Kind.METRIC, schema.SHARED_BY).kind is Kind.METRIC
+
+
+def test_a_run_written_before_the_schema_tag_reads_through_version_1_defaults():
+    old = SearchRun("r1", {"device": "cpu"}, {}, {"makespan_s": 3.0}, ())
+    assert old.tags[schema.DATA_SYNTHETIC] == "false" and old.tags[schema.TIMING_TRAIN] == "steady_epoch_s"
+    assert old.tags[schema.BACKEND_REASON] == "" and old.metrics[schema.BACKEND_PROBE_S] == 0.0
+    assert old.metrics[schema.MAKESPAN_S] == 3.0
+    # A current run says what it means: nothing is filled in for it, and its own values stand.
+    current = SearchRun("r2", {schema.SCHEMA: "2", schema.TIMING_TRAIN: "fit_s"}, {}, {}, ())
+    assert current.timing_train == "fit_s" and schema.DATA_SYNTHETIC not in current.tags
+
+
+# --- The trial outcome, where it crosses from worker to driver ---------------------------------------------------
+
+
+def test_an_outcome_survives_the_trip_through_a_plain_dict():
+    group = [TrialOutcome(TrialStatus.FINISHED, 1.0, 2.0, 0, metrics={"fit_s": 0.5}, value=0.1)]
+    sent = TrialOutcome(
+        TrialStatus.FINISHED, 1.0, 3.0, 0, {"trial_wall_s": 2.0}, {"host": "h"}, [0.2, 0.1], group=group
+    )
+    data = sent.to_dict()
+    assert data["status"] == "FINISHED" and data["group"][0]["value"] == 0.1  # plain data, as Ray carries it
+    assert TrialOutcome.from_dict(data) == sent
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"started_at": 1.0, "ended_at": 2.0}, "missing 'status'"),
+        (outcome(status="DONE"), "'DONE' is not a valid TrialStatus"),
+        (outcome(status="FAILED"), "a FAILED outcome without an error"),
+        (outcome(metrics={"fit_s": "fast"}), "could not convert string to float: 'fast'"),
+        (outcome(walltime=3), "unknown fields \\['walltime'\\]"),
+        ("FINISHED", "expected a mapping, got str"),
+    ],
+)
+def test_a_malformed_outcome_is_refused_naming_what_is_wrong(data, message):
+    with pytest.raises(MalformedOutcome, match=message):
+        TrialOutcome.from_dict(data)
+
+
+def test_a_trial_record_takes_only_a_known_status():
+    record = TrialRecord("t", {}, 0, "FINISHED", {}, {}, 1.0, 2.0)
+    assert record.status is TrialStatus.FINISHED and record.finished
+    with pytest.raises(ValueError, match="'OK' is not a valid TrialStatus"):
+        TrialRecord("t", {}, 0, "OK", {}, {}, 1.0, 2.0)
+
+
+# --- The Tune callback, with an in-memory store --------------------------------------------------------------------
+
+
+def _tune_trial(trial_id, **config):
+    return SimpleNamespace(trial_id=trial_id, config={"repeat": 0, **config}, start_time=5.0)
+
+
+def _callback(recorder, inner=(None, ())):
+    pytest.importorskip("ray")
+    from gridbench.search.tune_callback import RecordingCallback
+
+    recorder.start("search", {}, {}, {})
+    return RecordingCallback(recorder, {"seed": 0}, {schema.KIND: "trial"}, None, inner=inner)
+
+
+def test_each_reported_outcome_becomes_one_recorded_trial():
+    recorder = MemoryRecorder()
+    callback = _callback(recorder)
+    trial = _tune_trial("a", lr=0.1)
+    callback.on_trial_result(0, [], trial, {"gridbench": outcome()})
+    callback.on_trial_complete(0, [], trial)
+    (run,) = recorder.trials
+    assert run.status == "FINISHED" and run.params == {"seed": 0, "lr": 0.1, "repeat": 1}
+    assert run.tags[schema.CONFIG_KEY] == "lr=0.1" and run.tags[schema.SCHEMA] == str(schema.SCHEMA_VERSION)
+    assert run.tags[schema.PARENT_RUN] == recorder.parent_run_id and run.metrics == {"trial_wall_s": 2.5}
+
+
+def test_a_malformed_or_missing_outcome_is_recorded_as_a_failed_trial_saying_so():
+    recorder = MemoryRecorder()
+    callback = _callback(recorder)
+    broken, silent = _tune_trial("a", lr=0.1), _tune_trial("b", lr=0.2)
+    callback.on_trial_result(0, [], broken, {"gridbench": outcome(status="DONE")})
+    callback.on_trial_complete(0, [], broken)
+    callback.on_trial_complete(0, [], silent)
+    assert [(r.status, r.tags[schema.ERROR]) for r in recorder.trials] == [
+        ("FAILED", "the trial reported a malformed outcome ('DONE' is not a valid TrialStatus)"),
+        ("FAILED", "the trial ended without reporting a result"),
+    ]
+
+
+def test_a_group_trial_is_recorded_once_per_inner_value_and_its_failure_for_each():
+    recorder = MemoryRecorder()
+    callback = _callback(recorder, inner=("alpha", (0.1, 1.0)))
+    members = [outcome(value=alpha, metrics={"fit_s": alpha}) for alpha in (0.1, 1.0)]
+    ok, failed = _tune_trial("a", gamma=0.5), _tune_trial("b", gamma=2.0)
+    callback.on_trial_result(0, [], ok, {"gridbench": outcome(group=members)})
+    callback.on_trial_complete(0, [], ok)
+    callback.on_trial_result(0, [], failed, {"gridbench": outcome(status="FAILED", error="MemoryError: Gram")})
+    callback.on_trial_complete(0, [], failed)
+    rows = [(r.tags[schema.CONFIG_KEY], r.status, r.metrics.get("fit_s")) for r in recorder.trials]
+    assert rows == [
+        ("alpha=0.1 gamma=0.5", "FINISHED", 0.1),
+        ("alpha=1.0 gamma=0.5", "FINISHED", 1.0),
+        ("alpha=0.1 gamma=2.0", "FAILED", None),
+        ("alpha=1.0 gamma=2.0", "FAILED", None),
+    ]
+
+
+# --- A search's summary and a comparison, from records alone -----------------------------------------------------
+
+
+def _record(key_value, wall, started, accuracy=None, status="FINISHED", steady=None):
+    metrics = {"trial_wall_s": wall, **({"test_accuracy": accuracy} if accuracy is not None else {})}
+    if steady is not None:
+        metrics["steady_epoch_s"] = steady
+    return TrialRecord(f"t{key_value}", {"hidden_units": key_value}, 0, status, metrics, {}, started, started + wall)
+
+
+def test_the_summary_is_arithmetic_on_the_trials():
+    plan = plan_search(load_spec("digits"), SearchOptions(backend="tensorflow", cpus_per_trial=1))
+    trials = [_record(32, 2.0, 103.0, 0.9), _record(64, 3.0, 101.5, 0.95), _record(128, 1.0, 102.0, status="FAILED")]
+    summary = summarise(plan, trials, concurrency=2, makespan_s=4.0, ray_start_s=1.5, process_start=100.0)
+    assert (summary.trials_total, summary.trials_finished, summary.trials_failed) == (4, 2, 1)
+    assert summary.best_metric == 0.95  # digits ranks by test_accuracy, highest first; a failed trial never counts
+    assert summary.time_to_first_trial_s == 1.5 and summary.trial_wall_sum_s == 6.0
+    assert summary.overhead_ratio == pytest.approx(4.0 / 3.0)
+    assert summary.metrics()[schema.BACKEND_PROBE_S] == 0.0
+
+
+def _memory_search(device, steady, makespan):
+    recorder = MemoryRecorder("digits")
+    tags = {
+        schema.SPEC_NAME: "digits", schema.DATASET: "digits", schema.MODEL: "mlp", schema.BACKEND: "jax",
+        schema.METRIC: "test_accuracy", schema.METRIC_MODE: "max", schema.METRIC_TARGET: "", schema.DEVICE: device,
+        schema.DATA_SYNTHETIC: "false", schema.TIMING_TRAIN: "steady_epoch_s", schema.CPUS_PER_TRIAL: "2",
+        schema.GPUS_PER_TRIAL: "1" if device == "gpu" else "0", schema.GPUS_USED: "1" if device == "gpu" else "0",
+    }  # fmt: skip
+    recorder.start("search", {"grid.hidden_units": [32, 64], "repeats": 1, "seed": 0}, tags, {})
+    for units in (32, 64):
+        recorder.record_trial(_record(units, 1.0, 0.0, 0.9, steady=steady), {}, {})
+    recorder.finish(None, SearchStatus.FINISHED)
+    recorder.parent.metrics[schema.MAKESPAN_S] = makespan
+    return recorder.search_run()
+
+
+def test_a_comparison_reads_searches_recorded_in_memory_as_it_reads_them_from_mlflow():
+    cpu, gpu = _memory_search("cpu", steady=0.8, makespan=10.0), _memory_search("gpu", steady=0.02, makespan=5.0)
+    assert cpu.tags[schema.SCHEMA] == str(schema.SCHEMA_VERSION)
+    comparison = compare([cpu, gpu], PriceTable(cpu_core_hour=0.05, gpu_hour={}, source="test"))
+    (pairing,) = comparison.pairings
+    assert [row.key for row in pairing.rows] == ["hidden_units=32", "hidden_units=64"]
+    assert pairing.geomean_speedup["steady_epoch_s"] == pytest.approx(40.0)
+    assert pairing.makespan_speedup == pytest.approx(2.0)

@@ -1,0 +1,155 @@
+"""What a comparison's and a scale's summary runs record in MLflow: metrics, tags, run name, files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_compare import PRICES, cpu_and_gpu, search
+from test_scale import summary, trial
+
+from gridbench.compare import compare
+from gridbench.compare import report as compare_report
+from gridbench.compare.prices import PriceTable
+from gridbench.scale import ScaleRequest, ScaleResult
+from gridbench.scale import report as scale_report
+from gridbench.scale.run import scale_rows
+from gridbench.spec import load_spec
+
+
+def test_one_pairing_gives_unsuffixed_headline_metrics():
+    headline = compare_report.headline_metrics(compare(cpu_and_gpu(), PRICES))
+    # The figures test_compare checks: makespans 100 s vs 25 s, $0.80/h vs $3.80/h.
+    assert headline == {
+        "makespan_speedup": pytest.approx(4.0),
+        "geomean_train_speedup": pytest.approx(10.0),
+        "geomean_wall_speedup": pytest.approx((5 * 5 * 0.5) ** (1 / 3)),
+        "relative_cost": pytest.approx(3.8 / 3.2),
+        "configs_cpu_faster": 1.0,
+        "configs_cpu_cheaper": 1.0,
+    }
+
+
+def test_several_pairings_are_numbered_from_one_against_the_baseline():
+    cpu, gpu = cpu_and_gpu()
+    slower = search("gpu-2", "gpu", gpu.trials, makespan=50.0)
+    headline = compare_report.headline_metrics(compare([cpu, gpu, slower], PRICES))
+    assert sorted(headline) == sorted(
+        f"{key}_{i}"
+        for i in (1, 2)
+        for key in ("makespan_speedup", "geomean_train_speedup", "geomean_wall_speedup", "relative_cost",
+                    "configs_cpu_faster", "configs_cpu_cheaper")
+    )  # fmt: skip
+    assert headline["makespan_speedup_1"] == pytest.approx(4.0)
+    assert headline["makespan_speedup_2"] == pytest.approx(2.0)
+    assert headline["relative_cost_2"] == pytest.approx(2 * 3.8 / 3.2)  # twice as long at the same price
+
+
+def test_an_unpriced_gpu_leaves_cost_out_of_the_headline_rather_than_zero():
+    headline = compare_report.headline_metrics(
+        compare(cpu_and_gpu(), PriceTable(cpu_core_hour=0.05, gpu_hour={}, source="none"))
+    )
+    assert "relative_cost" not in headline
+    assert headline["configs_cpu_cheaper"] == 0.0 and headline["makespan_speedup"] == pytest.approx(4.0)
+
+
+def test_comparison_tags_name_the_searches_the_prices_and_any_allowed_mismatch():
+    cpu, gpu = cpu_and_gpu()
+    assert compare_report.comparison_tags(compare([cpu, gpu], PRICES)) == {
+        "search.0": "cpu (16 cores/trial) jax cpu-run",
+        "search.1": "gpu x1 jax gpu-run",
+        "prices.source": "test",
+    }
+    other = search("gpu-run", "gpu", gpu.trials, 25.0, backend="torch", dataset="digits")
+    tags = compare_report.comparison_tags(compare([cpu, other], PRICES, allow_mismatch=True))
+    assert tags["mismatches"] == (
+        "dataset: mnist (cpu (16 cores/trial) jax cpu-run) vs digits (gpu x1 torch gpu-run); "
+        "backend: jax (cpu (16 cores/trial) jax cpu-run) vs torch (gpu x1 torch gpu-run)"
+    )
+
+
+def test_record_writes_the_comparison_files_and_logs_them_with_its_figures(tmp_path, monkeypatch):
+    logged = {}
+
+    def fake_record(uri, experiment, run_ids, metrics, tags, files):
+        logged.update(uri=uri, experiment=experiment, run_ids=run_ids, metrics=metrics, tags=tags, files=files)
+        logged["existed"] = all(path.is_file() for path in files.values())
+        return "summary-run"
+
+    monkeypatch.setattr(compare_report, "record_comparison", fake_record)
+    comparison = compare(cpu_and_gpu(), PRICES)
+    run_id = compare_report.record(comparison, ["cpu-run", "gpu-run"], "sqlite:///x.db", tmp_path / "out")
+    assert run_id == "summary-run" and logged["existed"]
+    assert (logged["uri"], logged["experiment"], logged["run_ids"]) == (
+        "sqlite:///x.db",
+        "mnist",
+        ["cpu-run", "gpu-run"],
+    )
+    assert logged["metrics"] == compare_report.headline_metrics(comparison)
+    assert logged["tags"] == compare_report.comparison_tags(comparison)
+    names = ["comparison.csv", "comparison.json", "comparison.md", *(f"plots/{p}" for p in compare_report.PLOTS)]
+    assert sorted(logged["files"]) == sorted(names)
+    assert all(logged["files"][name] == tmp_path / "out" / name for name in names)  # kept where asked
+    assert json.loads((tmp_path / "out" / "comparison.json").read_text())["pairings"][0]["makespan_speedup"] == 4.0
+
+    compare_report.record(comparison, ["cpu-run", "gpu-run"], "sqlite:///x.db")
+    assert logged["existed"] and not any(path.exists() for path in logged["files"].values())  # scratch removed
+
+
+def scale_result(resource="gpu", counts=(1, 2, 4), data_parallel=False) -> ScaleResult:
+    makespans = {1: 80.0, 2: 44.0, 4: 25.0}
+    points = [(c, f"run-{c}", summary(makespans[c], c, 72.0), [trial(9.0, 0.5)] * 8) for c in counts]
+    labels = {"device": resource, "backend": "jax", "cpus_per_trial": "4", "gpus_per_trial": "1"}
+    request = ScaleRequest(resource, counts, data_parallel)
+    return ScaleResult(
+        load_spec("digits"), request, "20250101-000000-abc123", tuple(scale_rows(points, "steady_epoch_s")), labels
+    )
+
+
+def test_scale_metrics_are_each_count_s_figures_suffixed_by_the_count():
+    metrics = scale_report.scale_metrics(scale_result())
+    assert list(metrics) == [
+        f"{key}_{count}" for count in (1, 2, 4) for key in ("makespan_s", "throughput_per_h", "speedup", "efficiency")
+    ]
+    assert metrics["makespan_s_2"] == 44.0 and metrics["speedup_1"] == 1.0 and metrics["efficiency_1"] == 1.0
+    assert metrics["speedup_4"] == pytest.approx(80 / 25) and metrics["efficiency_4"] == pytest.approx(0.8)
+    assert metrics["throughput_per_h_4"] == pytest.approx(8 / 25 * 3600)
+
+
+def test_scale_tags_link_the_searches_and_carry_what_every_count_shared():
+    assert scale_report.scale_tags(scale_result(data_parallel=True)) == {
+        "scale.id": "20250101-000000-abc123",
+        "scale.resource": "gpu",
+        "scale.counts": "1,2,4",
+        "scale.data_parallel": "true",
+        "scale.runs": "run-1,run-2,run-4",
+        "scale.device": "gpu",
+        "scale.backend": "jax",
+        "scale.cpus_per_trial": "4",
+        "scale.gpus_per_trial": "1",
+    }
+    assert scale_report.scale_tags(scale_result("cpu", (1, 2)))["scale.data_parallel"] == "false"
+
+
+def test_scale_run_name_says_experiment_resource_counts_and_data_parallelism():
+    assert scale_report.run_name(scale_result("cpu", (1, 2))) == "scale digits cpu 1,2"
+    assert scale_report.run_name(scale_result(data_parallel=True)) == "scale digits gpu 1,2,4 data-parallel"
+
+
+def test_scale_record_logs_the_summary_run_with_its_files(tmp_path, monkeypatch):
+    logged = {}
+
+    def fake_record(uri, spec_name, kind, run_name, run_ids, metrics, tags, files):
+        logged.update(args=(uri, spec_name, kind, run_name, run_ids), metrics=metrics, tags=tags, files=files)
+        return "summary-run"
+
+    monkeypatch.setattr(scale_report, "record_summary", fake_record)
+    result = scale_result("cpu", (1, 2))
+    out = tmp_path / "deep" / "out"  # made on the way
+    assert scale_report.record(result, "sqlite:///x.db", out) == "summary-run"
+    assert logged["args"] == ("sqlite:///x.db", "digits", "scale", "scale digits cpu 1,2", ["run-1", "run-2"])
+    assert logged["metrics"] == scale_report.scale_metrics(result)
+    assert logged["tags"] == scale_report.scale_tags(result)
+    assert list(logged["files"]) == ["scaling.png", "scale.md", "scale.csv", "scale.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["scale.csv", "scale.json", "scale.md", "scaling.png"]
+    assert (out / "scale.md").read_text() == scale_report.render(result, "markdown")
