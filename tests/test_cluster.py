@@ -102,3 +102,34 @@ def test_a_search_on_two_nodes_records_every_trial_once_in_the_server(mlflow_ser
     # Both nodes trained (one CPU each, one trial at a time each).
     assert len({t.data.tags["ray.node_id"] for t in trials}) == 2
     assert parents[0].data.metrics["trials_finished"] == len(expected)
+
+
+def test_a_local_search_starts_its_own_ray_beside_a_running_cluster(two_node_cluster, tmp_path):
+    """Ray's ray.init() joins the latest cluster started on the machine; a local search must not."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = [
+        "digits",
+        "--tracking-uri",
+        store,
+        "--set",
+        "epochs=2",
+        "--grid",
+        "hidden_units=32",
+        "--cpus-per-trial",
+        "1",
+    ]
+    args += ["--grid", "learning_rate=0.01"]
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", *args], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    from mlflow import MlflowClient
+
+    from gridbench.environment import usable_cores
+    from gridbench.tracking import experiment_name
+
+    client = MlflowClient(store)
+    runs = client.search_runs([client.get_experiment_by_name(experiment_name("digits")).experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("gridbench.kind") == "search"]
+    assert parent.data.tags["ray.address"] == "local" and parent.data.tags["ray.nodes"] == "1"
+    assert parent.data.tags["cpus_used"] == str(usable_cores())  # this machine's cores, not the cluster's two

@@ -67,6 +67,8 @@ def _start_ray(plan: SearchPlan) -> None:
             ) from None
         return
     ray.init(
+        # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
+        address="local",
         num_cpus=plan.cpus,  # --cpus N: Ray hands out N cores
         num_gpus=plan.gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
         include_dashboard=False,
