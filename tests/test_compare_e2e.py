@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from test_search import runs_of
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so that its costly searches (the fixture) run once under pytest -n.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compare_e2e")]
 
 ARTIFACTS = Path(os.environ.get("GRIDBENCH_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 
