@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from test_search import runs_of
 
-# One worker runs the module, so that its costly searches (the fixture) run once under pytest -n.
+# One worker runs the module's tests, and the fixture is session-wide, so that its costly searches run once
+# under pytest -n (a module fixture is set up again when the worker ran other modules' tests in between).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compare_e2e")]
 
 ARTIFACTS = Path(os.environ.get("GRIDBENCH_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
@@ -29,7 +30,7 @@ def gridbench(*args, cwd):
     return result
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def compared(tmp_path_factory):
     """Two CPU searches of digits (1 and 2 cores per trial) and their comparison, as JSON."""
     directory = tmp_path_factory.mktemp("compare")
