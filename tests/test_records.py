@@ -189,3 +189,85 @@ def test_a_comparison_reads_searches_recorded_in_memory_as_it_reads_them_from_ml
     assert [row.key for row in pairing.rows] == ["hidden_units=32", "hidden_units=64"]
     assert pairing.geomean_speedup["steady_epoch_s"] == pytest.approx(40.0)
     assert pairing.makespan_speedup == pytest.approx(2.0)
+
+
+# --- What the terminal shows -----------------------------------------------------------------------------------
+
+
+def test_one_timed_epoch_shows_no_spread_and_one_core_reads_singular():
+    from rich.console import Console
+
+    from gridbench.search import SearchResult
+    from gridbench.search.progress import trials_tables
+
+    plan = plan_search(load_spec("digits"), SearchOptions(backend="tensorflow", cpus_per_trial=1))
+    one, three = ({schema.STEADY_EPOCHS: n, schema.STEADY_EPOCH_STD_S: sd} for n, sd in ((1.0, 0.0), (3.0, 0.0123)))
+    trials = tuple(
+        TrialRecord(f"t{units}", {"hidden_units": units, "learning_rate": 0.01}, 0, "FINISHED", metrics, {}, 0.0, 1.0)
+        for units, metrics in ((32, one), (64, three))
+    )
+    console = Console(record=True, width=200)
+    (table,) = trials_tables(SearchResult(plan, "run", "gridbench/digits", trials, None))
+    console.print(table)
+    lines = console.export_text().splitlines()
+    header = [c.strip() for c in next(line for line in lines if line.startswith("┃")).split("┃")]
+    rows = [[c.strip() for c in line.split("│")] for line in lines if line.startswith("│")]
+    sd = {row[header.index("hidden_units")]: row[header.index("± sd")] for row in rows}
+    assert sd == {"32": "", "64": "0.012"}
+    tags = {schema.DEVICE: "cpu", schema.CPUS_PER_TRIAL: "1", schema.BACKEND: "jax"}
+    assert SearchRun("abcdef123", tags, {}, {}, ()).label == "cpu (1 core/trial) jax abcdef12"
+
+
+def _mnist_like_result():
+    """Eight trials over three axes, with every timing column filled, as an mnist search records them."""
+    from gridbench.search import SearchResult
+
+    spec = load_spec("digits").with_overrides(grids={"batch_size": ["128", "256"]})
+    plan = plan_search(spec, SearchOptions(backend="tensorflow", cpus_per_trial=1))
+    trials = []
+    for i, config in enumerate(spec.configurations()):
+        metrics = {
+            "test_accuracy": 0.97 + i / 1000, "setup_s": 1.25 + i, "warmup_epoch_s": 3.72 + i,
+            "steady_epoch_s": 0.02392 + i / 100, "steady_epoch_std_s": 3.5e-05, "steady_epochs": 3.0,
+            "samples_per_s": 2504666.0 + i, "eval_s": 1.81, "trial_wall_s": 14.37 + i,
+        }  # fmt: skip
+        trials.append(TrialRecord(f"t{i}", config, 0, "FINISHED", metrics, {"device.actual": "gpu:0"}, 0.0, 1.0))
+    return SearchResult(plan, "run", "gridbench/digits", tuple(trials), None)
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_the_results_fit_the_terminal_and_no_value_is_cut(width):
+    from rich.console import Console
+
+    from gridbench.search.progress import trials_tables
+
+    result = _mnist_like_result()
+    console = Console(record=True, width=width)
+    tables = trials_tables(result, width)
+    for table in tables:
+        console.print(table)
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+    # Every column, header whole, in some table; every row's values under it, found by its rank.
+    seen: dict[str, dict[str, str]] = {}
+    headers: list[str] = []
+    for line, previous in zip(text.splitlines(), ["", *text.splitlines()]):
+        if line.startswith("┃"):  # a table's header: one or two lines (a two-word header stacks its words)
+            cells = [c.strip() for c in line.split("┃")]
+            if previous.startswith("┃"):
+                cells = [f"{above} {below}".strip() for above, below in zip(headers, cells)]
+            headers = cells
+        elif line.startswith("│"):
+            cells = [c.strip() for c in line.split("│")]
+            seen.setdefault(cells[headers.index("#")], {}).update(zip(headers, cells))
+    expected = ["batch_size", "hidden_units", "learning_rate", "test_accuracy", "setup s", "warm-up s",
+                "steady s/epoch", "± sd", "samples/s", "eval s", "wall s", "device"]  # fmt: skip
+    assert sorted(seen) == [str(rank) for rank in range(1, 9)]
+    for rank, row in seen.items():
+        assert all(row.get(header) for header in expected), (rank, row)
+    best = seen["1"]
+    assert (best["test_accuracy"], best["steady s/epoch"], best["device"]) == ("0.977", "0.09392", "gpu:0")
+    # The headline columns come first: at 80 columns the first table has accuracy; at 200 one table has all.
+    first_table = text.split("continued")[0]
+    assert all(header in first_table for header in ("batch_size", "test_accuracy", "steady", "s/epoch"))
+    assert (len(tables) == 1) == (width >= 200)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Mapping
 
 from rich.console import Console
 from rich.progress import (
@@ -81,7 +82,8 @@ class SearchProgress:
         if record.finished:
             m = record.metrics
             if self.train_metric == schema.STEADY_EPOCH_S:
-                timing = f"steady {_fmt(m.get('steady_epoch_s'))} s/epoch, warm-up {_fmt(m.get('warmup_epoch_s'))} s"
+                steady, warmup = _fmt(m.get(schema.STEADY_EPOCH_S)), _fmt(m.get(schema.WARMUP_EPOCH_S))
+                timing = f"steady {steady} s/epoch, warm-up {warmup} s"
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
@@ -111,46 +113,103 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def trials_table(result: SearchResult) -> Table:
-    """Finished trials ranked by the experiment's metric (failed ones are listed below it)."""
+def _cell(metrics: Mapping[str, float], key: str, digits: int) -> str:
+    if key == schema.STEADY_EPOCH_STD_S and metrics.get(schema.STEADY_EPOCHS, 2) < 2:
+        return ""  # one timed epoch has no spread to show (its recorded 0 is not a measured one)
+    return _fmt(metrics.get(key), digits)
+
+
+@dataclass(frozen=True, eq=False)
+class _Column:
+    header: str
+    cells: list[str]
+    key: bool = False  # identifies a row: the rank and the configuration
+    justify: str = "right"
+
+    @property
+    def width(self) -> int:
+        """What the column takes in a boxed rich table: its widest text, padding either side, one border."""
+        return max([*(len(line) for line in self.header.splitlines()), *(len(c) for c in self.cells)]) + 3
+
+    def stacked(self) -> _Column:
+        """The header's words on two lines ("steady s/epoch" over two), for a narrow terminal."""
+        head, _, tail = self.header.partition(" ")
+        return replace(self, header=f"{head}\n{tail}") if tail and not self.key else self
+
+
+def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]:
+    """Finished trials ranked by the experiment's metric, in as many tables as `width` columns need.
+
+    Nothing is cut. The first table has the rank and the configuration, then the columns
+    that matter most (accuracy, the training time, the device, the wall time) while they
+    fit; the rest follow in further tables keyed by the same rank. One table when all fit.
+    """
     spec = result.plan.spec
     axes = sorted(spec.grid)
     finished = [t for t in result.trials if t.finished]
     failed = [t for t in result.trials if not t.finished]
-    columns = TIMING_COLUMNS[spec.workload.train_metric]
+    timing_columns = TIMING_COLUMNS[spec.workload.train_metric]
     if result.plan.data.synthetic:  # random labels: no accuracy to show, rank by training time
-        metric, mode, shown = spec.workload.train_metric, "min", [header for header, _, _ in columns]
+        metric, mode = spec.workload.train_metric, "min"
         title = f"{spec.name} on synthetic data (timings only): {len(finished)} finished, {len(failed)} failed"
     else:
-        metric, mode, shown = spec.metric, spec.mode, [spec.metric, *(header for header, _, _ in columns)]
+        metric, mode = spec.metric, spec.mode
         title = f"{spec.name}: {len(finished)} finished, {len(failed)} failed, ranked by {metric} ({mode})"
     finished.sort(key=lambda t: t.metrics.get(metric, math.nan), reverse=mode == "max")
 
-    table = Table(title=title)
-    table.add_column("#", justify="right")
-    for axis in axes:
-        table.add_column(axis, justify="right")
+    columns = [_Column("#", [str(rank) for rank in range(1, len(finished) + 1)], key=True)]
+    columns += [_Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
     if spec.repeats > 1:
-        table.add_column("repeat", justify="right")
-    for column in shown:
-        table.add_column(column, justify="right")
-    table.add_column("device")
-    for rank, trial in enumerate(finished, start=1):
-        m = trial.metrics
-        row = [str(rank), *(str(trial.config.get(a, "")) for a in axes)]
-        if spec.repeats > 1:
-            row.append(str(trial.repeat))
-        if not result.plan.data.synthetic:
-            row.append(_fmt(m.get(spec.metric)))
-        row += [_fmt(m.get(key), digits) for _, key, digits in columns]
-        row.append(trial.tags.get(schema.DEVICE_ACTUAL, "?"))
-        table.add_row(*row)
-    return table
+        columns.append(_Column("repeat", [str(t.repeat) for t in finished], key=True))
+    if not result.plan.data.synthetic:
+        columns.append(_Column(spec.metric, [_fmt(t.metrics.get(spec.metric)) for t in finished]))
+    for header, key, digits in timing_columns:
+        columns.append(_Column(header, [_cell(t.metrics, key, digits) for t in finished]))
+    columns.append(_Column("device", [t.tags.get(schema.DEVICE_ACTUAL, "?") for t in finished], justify="left"))
+
+    by_key = {key: header for header, key, _ in timing_columns}
+    first = [spec.metric, by_key[spec.workload.train_metric], "device", by_key[schema.TRIAL_WALL_S]]
+    tables = []
+    for index, group in enumerate(_split(columns, width, first)):
+        table = Table(title=title if index == 0 else "continued (rows by #)")
+        for column in group:
+            table.add_column(column.header, justify=column.justify)
+        for row in zip(*(column.cells for column in group)):
+            table.add_row(*row)
+        tables.append(table)
+    return tables
+
+
+def _split(columns: list[_Column], width: int | None, first: list[str]) -> list[list[_Column]]:
+    """Groups of columns, each no wider than `width` where a column can fit at all, in the columns' order."""
+    if width is None or _table_width(columns) <= width:
+        return [columns]
+    columns = [c.stacked() for c in columns]
+    first = [c.stacked().header for c in (_Column(h, []) for h in first)]
+    keys = [c for c in columns if c.key]
+    rank = {header: i for i, header in enumerate(first)}
+    pending = sorted((c for c in columns if not c.key), key=lambda c: rank.get(c.header, len(rank)))
+    groups: list[list[_Column]] = []
+    while pending:
+        lead = keys if not groups else keys[:1]  # the configuration once; then the rank links the rows
+        chosen, used = [], _table_width(lead)
+        for column in list(pending):
+            if used + column.width <= width or not chosen:  # a table holds one column at least
+                chosen.append(column)
+                used += column.width
+                pending.remove(column)
+        groups.append(lead + [c for c in columns if any(c is x for x in chosen)])
+    return groups
+
+
+def _table_width(columns: list[_Column]) -> int:
+    return 1 + sum(c.width for c in columns)  # the left border, then each column's
 
 
 def print_search(console: Console, result: SearchResult) -> None:
     s = result.summary
-    console.print(trials_table(result))
+    for table in trials_tables(result, console.width):
+        console.print(table)
     inner = result.plan.spec.workload.inner_axis
     if inner:
         console.print(

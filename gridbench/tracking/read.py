@@ -49,7 +49,8 @@ class SearchRun:
             gpus = self.tags.get(schema.GPUS_USED, "?")
             device = f"gpu x{gpus}" + (f" ({share}/trial)" if share not in ("1", "") else "")
         else:
-            device = f"cpu ({self.tags.get(schema.CPUS_PER_TRIAL, '?')} cores/trial)"
+            cores = self.tags.get(schema.CPUS_PER_TRIAL, "?")
+            device = f"cpu ({cores} core{'' if cores == '1' else 's'}/trial)"
         return f"{device} {self.tags.get(schema.BACKEND, '')} {self.run_id[:8]}".strip()
 
     @property
