@@ -191,7 +191,10 @@ def _add_compare_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--allow-mismatch", action="store_true", help="compare searches of different backends, data or epochs"
     )
-    group.add_argument("--out", metavar="DIR", help="also write the comparison's files (plots, tables) here")
+    group.add_argument(
+        "--out", metavar="DIR", help="also write the comparison's files here (plots, tables, report.html)"
+    )
+    group.add_argument("--html", metavar="FILE", help="also write the comparison as one self-contained HTML page")
 
 
 def _load(args: argparse.Namespace):
@@ -368,7 +371,14 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         print(compare_report.render(comparison, args.output_format))
     run_id = compare_report.record(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
-    message = f"comparison logged to MLflow as run {run_id} (plots, tables, JSON){where}"
+    if args.html:
+        from pathlib import Path
+
+        from gridbench.compare import html
+
+        Path(args.html).write_text(html.page(comparison, tracking_uri, run_id), encoding="utf-8")
+        where += f"; page {args.html}"
+    message = f"comparison logged to MLflow as run {run_id} (plots, tables, JSON, report.html){where}"
     print(message, file=sys.stderr if args.output_format != "table" else sys.stdout)
 
 

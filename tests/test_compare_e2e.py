@@ -40,7 +40,8 @@ def compared(tmp_path_factory):
                   cwd=directory)  # fmt: skip
     _, parents, _ = runs_of(store, "digits")
     ids = [r.info.run_id for r in sorted(parents, key=lambda r: r.data.tags["cpus_per_trial"])]
-    result = gridbench("compare", *ids, "--format", "json", "--tracking-uri", store, cwd=directory)
+    page = directory / "page.html"
+    result = gridbench("compare", *ids, "--format", "json", "--tracking-uri", store, "--html", str(page), cwd=directory)
     return store, ids, json.loads(result.stdout)
 
 
@@ -125,3 +126,26 @@ def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared
     finally:
         ui.terminate()
         ui.wait(timeout=30)
+
+
+def test_the_html_report_shows_the_headline_and_every_chart_offline_in_a_real_browser(compared, tmp_path):
+    browser = chromium()
+    store, ids, document = compared
+    page = Path(store[len("sqlite:///") :]).parent / "page.html"
+    source = page.read_text()
+    # Self-contained: nothing to fetch (no scripts, styles, images or fonts from anywhere).
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", source) and "<script" not in source
+    offline = ["--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'chromium'}"]
+    dom = subprocess.run([browser, *CHROMIUM_FLAGS, *offline, "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=180).stdout  # fmt: skip
+    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style|svg).*?</\1>", "", dom, flags=re.S)))
+    speedup = document["pairings"][0]["makespan_speedup"]
+    assert "whole search (makespan)" in text and f"{speedup:.3g}x" in text
+    for chart in ("phases", "relative_time_cost", "speedup_per_config", "speedup_heatmap"):
+        assert re.search(rf'id="chart-{chart}"><svg', dom), chart
+    assert all(run_id in text for run_id in ids) and "Where the CPU won" in text and "Environment" in text
+    screenshot = ARTIFACTS / "comparison-report.png"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    subprocess.run([browser, *CHROMIUM_FLAGS, *offline, f"--screenshot={screenshot}", page.as_uri()],
+                   capture_output=True, timeout=180, check=True)  # fmt: skip
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -87,7 +87,8 @@ def test_record_writes_the_comparison_files_and_logs_them_with_its_figures(tmp_p
     )
     assert logged["metrics"] == compare_report.headline_metrics(comparison)
     assert logged["tags"] == compare_report.comparison_tags(comparison)
-    names = ["comparison.csv", "comparison.json", "comparison.md", *(f"plots/{p}" for p in compare_report.PLOTS)]
+    names = ["comparison.csv", "comparison.json", "comparison.md", "report.html"]
+    names += [f"plots/{p}" for p in compare_report.PLOTS]
     assert sorted(logged["files"]) == sorted(names)
     assert all(logged["files"][name] == tmp_path / "out" / name for name in names)  # kept where asked
     assert json.loads((tmp_path / "out" / "comparison.json").read_text())["pairings"][0]["makespan_speedup"] == 4.0

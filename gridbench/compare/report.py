@@ -18,15 +18,16 @@ FORMATS = ("table", "markdown", "csv", "json")
 TRAIN_LABELS = {schema.STEADY_EPOCH_S: ("steady s/epoch", "steady-state"), schema.FIT_S: ("fit s", "training")}
 
 
-def _train_label(comparison: Comparison) -> tuple[str, str]:
+def train_label(comparison: Comparison) -> tuple[str, str]:
     metric = comparison.timings[0]
     return TRAIN_LABELS.get(metric, (metric, metric))
 
 
 PLOTS = ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png")
+REPORT_PAGE = "report.html"  # the comparison as one self-contained page (gridbench.compare.html)
 
 
-def _num(value: float | None, digits: int = 3) -> str:
+def num(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
@@ -40,36 +41,36 @@ def _ratio(ratio: Ratio) -> str:
 
 
 def search_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    headers = ["search", "makespan s", "relative time", f"time to {comparison.metric} {_num(comparison.target)}",
+    headers = ["search", "makespan s", "relative time", f"time to {comparison.metric} {num(comparison.target)}",
                "$/hour", "cost $", "relative cost", "failed"]  # fmt: skip
     rows = []
     for search, f in zip(comparison.searches, comparison.figures):
         reached = (
-            "not reached" if comparison.target is not None and f.time_to_target_s is None else _num(f.time_to_target_s)
+            "not reached" if comparison.target is not None and f.time_to_target_s is None else num(f.time_to_target_s)
         )
         rows.append(
-            [search.label, _num(f.makespan_s), _num(f.relative_time), reached, _num(f.price_per_hour),
-             _num(f.cost, 3), _num(f.relative_cost), str(len(f.failed))]
+            [search.label, num(f.makespan_s), num(f.relative_time), reached, num(f.price_per_hour),
+             num(f.cost, 3), num(f.relative_cost), str(len(f.failed))]
         )  # fmt: skip
     return headers, rows
 
 
 def config_rows(comparison: Comparison, pairing: Pairing) -> tuple[list[str], list[list[str]]]:
-    train, (column, adjective) = comparison.timings[0], _train_label(comparison)
+    train, (column, adjective) = comparison.timings[0], train_label(comparison)
     headers = ["configuration", "repeats", f"{column} (base, other)", f"{adjective} speedup [95% CI]",
                "trial wall s (base, other)", "wall speedup [95% CI]", "cost ratio"]  # fmt: skip
     rows = []
     for row in pairing.rows:
         rows.append(
             [row.key, f"{row.repeats[0]}, {row.repeats[1]}",
-             f"{_num(row.baseline[train])}, {_num(row.other[train])}",
+             f"{num(row.baseline[train])}, {num(row.other[train])}",
              _ratio(row.speedup[train]),
-             f"{_num(row.baseline['trial_wall_s'])}, {_num(row.other['trial_wall_s'])}",
-             _ratio(row.speedup[schema.TRIAL_WALL_S]), _num(row.cost_ratio)]
+             f"{num(row.baseline['trial_wall_s'])}, {num(row.other['trial_wall_s'])}",
+             _ratio(row.speedup[schema.TRIAL_WALL_S]), num(row.cost_ratio)]
         )  # fmt: skip
     rows.append(
-        ["geometric mean", "", "", f"{_num(pairing.geomean_speedup[train])}x", "",
-         f"{_num(pairing.geomean_speedup['trial_wall_s'])}x", ""]
+        ["geometric mean", "", "", f"{num(pairing.geomean_speedup[train])}x", "",
+         f"{num(pairing.geomean_speedup['trial_wall_s'])}x", ""]
     )  # fmt: skip
     return headers, rows
 
@@ -79,10 +80,10 @@ def notes(comparison: Comparison) -> list[str]:
     for pairing in comparison.pairings:
         other = pairing.other.label
         lines.append(
-            f"{other} against {comparison.baseline.label}: whole-search speedup {_num(pairing.makespan_speedup)}x "
+            f"{other} against {comparison.baseline.label}: whole-search speedup {num(pairing.makespan_speedup)}x "
             f"(makespan ratio); per configuration, geometric mean "
-            f"{_num(pairing.geomean_speedup[comparison.timings[0]])}x {_train_label(comparison)[1]}, "
-            f"{_num(pairing.geomean_speedup['trial_wall_s'])}x trial wall time"
+            f"{num(pairing.geomean_speedup[comparison.timings[0]])}x {train_label(comparison)[1]}, "
+            f"{num(pairing.geomean_speedup['trial_wall_s'])}x trial wall time"
         )
         if pairing.cpu_faster:
             lines.append(f"CPU faster (trial wall time) for: {'; '.join(pairing.cpu_faster)}")
@@ -185,14 +186,26 @@ def print_table(console, comparison: Comparison) -> None:
 
 
 def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
-    """Writes the PNGs it can (a heatmap needs two grid axes); returns name -> path."""
+    """Writes the PNGs it can (a heatmap needs two grid axes); returns artifact name -> path."""
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, fig in figures(comparison).items():
+        written[f"plots/{name}.png"] = directory / f"{name}.png"
+        fig.savefig(written[f"plots/{name}.png"], dpi=110)
+        plt.close(fig)
+    return written
+
+
+def figures(comparison: Comparison) -> dict:
+    """The comparison's charts as matplotlib figures, by name: saved as PNG artifacts, or inline SVG in a page."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    directory.mkdir(parents=True, exist_ok=True)
-    written = {}
+    made = {}
 
     labels = [s.label for s in comparison.searches]
     time = [f.relative_time or 0 for f in comparison.figures]
@@ -207,15 +220,13 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.set_title(f"{comparison.experiment}: whole search")
     fig.tight_layout()
-    written["plots/relative_time_cost.png"] = directory / "relative_time_cost.png"
-    fig.savefig(written["plots/relative_time_cost.png"], dpi=110)
-    plt.close(fig)
+    made["relative_time_cost"] = fig
 
     pairing = comparison.pairings[0]
     rows = pairing.rows
     if rows:
         fig, ax = plt.subplots(figsize=(8, 1.5 + 0.35 * len(rows)))
-        train, adjective = comparison.timings[0], _train_label(comparison)[1]
+        train, adjective = comparison.timings[0], train_label(comparison)[1]
         series = ((0.15, train, f"{adjective} time", "o"), (-0.15, schema.TRIAL_WALL_S, "trial wall", "s"))
         for offset, metric, name, marker in series:
             ratios = [r.speedup[metric] for r in rows]
@@ -231,9 +242,7 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
         ax.set_title(f"{pairing.other.label}\nagainst {comparison.baseline.label}", fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        written["plots/speedup_per_config.png"] = directory / "speedup_per_config.png"
-        fig.savefig(written["plots/speedup_per_config.png"], dpi=110)
-        plt.close(fig)
+        made["speedup_per_config"] = fig
 
     axes = [a for a in sorted({k for r in rows for k in r.config}) if len({r.config.get(a) for r in rows}) > 1]
     if len(axes) >= 2:
@@ -253,13 +262,11 @@ def plot(comparison: Comparison, directory: Path) -> dict[str, Path]:
             for j, value in enumerate(row):
                 ax.text(j, i, f"{value:.2g}x", ha="center", va="center", color="white", fontsize=8)
         others = f"\n(geometric mean over {', '.join(axes[2:])})" if axes[2:] else ""
-        ax.set_title(f"{_train_label(comparison)[1]} speedup{others}", fontsize=9)
+        ax.set_title(f"{train_label(comparison)[1]} speedup{others}", fontsize=9)
         fig.colorbar(image, ax=ax)
         fig.tight_layout()
-        written["plots/speedup_heatmap.png"] = directory / "speedup_heatmap.png"
-        fig.savefig(written["plots/speedup_heatmap.png"], dpi=110)
-        plt.close(fig)
-    return written
+        made["speedup_heatmap"] = fig
+    return made
 
 
 def _sort_key(value: str):
@@ -295,13 +302,17 @@ def comparison_tags(comparison: Comparison) -> dict[str, str]:
     return tags
 
 
-def write_files(comparison: Comparison, directory: Path) -> dict[str, Path]:
-    """Plots and the three table formats; returns artifact name -> path."""
+def write_files(comparison: Comparison, directory: Path, tracking_uri: str) -> dict[str, Path]:
+    """Plots, the three table formats and the HTML page; returns artifact name -> path."""
+    from gridbench.compare import html
+
     directory.mkdir(parents=True, exist_ok=True)
     files = plot(comparison, directory / "plots")
     for fmt, name in (("markdown", "comparison.md"), ("csv", "comparison.csv"), ("json", "comparison.json")):
         (directory / name).write_text(render(comparison, fmt))
         files[name] = directory / name
+    files[REPORT_PAGE] = directory / REPORT_PAGE
+    files[REPORT_PAGE].write_text(html.page(comparison, tracking_uri), encoding="utf-8")
     return files
 
 
@@ -311,7 +322,7 @@ def record(comparison: Comparison, run_ids: list[str], tracking_uri: str, out_di
     The files go to `out_dir` when given (and stay there), else to a directory removed once logged.
     """
     with tempfile.TemporaryDirectory(prefix="gridbench-compare-") as scratch:
-        files = write_files(comparison, Path(out_dir) if out_dir else Path(scratch))
+        files = write_files(comparison, Path(out_dir) if out_dir else Path(scratch), tracking_uri)
         return record_comparison(
             tracking_uri,
             comparison.experiment,
