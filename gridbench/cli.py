@@ -119,7 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     scale.add_argument("--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2")
     scale.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table", dest="output_format")
-    scale.add_argument("--out", metavar="DIR", help="also write the table (md, csv, json) and the curve (PNG) here")
+    scale.add_argument(
+        "--out", metavar="DIR", help="also write the table (md, csv, json), the curve (PNG) and report.html here"
+    )
+    scale.add_argument("--html", metavar="FILE", help="also write the result as one self-contained HTML page")
     scale.set_defaults(handler=_scale)
 
     compare = commands.add_parser(
@@ -166,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000; 0 picks a free one)")
     ui.add_argument("--experiment", metavar="NAME", help="print this experiment's runs page (default: the newest)")
     ui.set_defaults(handler=_ui)
+
+    report = commands.add_parser(
+        "report", help="a search, comparison or scale run as one self-contained HTML page, readable offline"
+    )
+    report.add_argument("run_id", metavar="RUN_ID", help="a search's, comparison's or scale's run id")
+    report.add_argument("--html", metavar="FILE", help="where to write it (default: gridbench-KIND-ID.html here)")
+    report.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+    )
+    report.set_defaults(handler=_report)
 
     listing = commands.add_parser("list", help="list the experiments in experiments/")
     listing.set_defaults(handler=_list)
@@ -323,26 +336,26 @@ def _scale(args: argparse.Namespace) -> int:
     else:
         print(scale_report.render(result, args.output_format))
     run_id = scale_report.record(result, plans[0].tracking_uri, args.out)
+    if args.html:
+        _write_page(args.html, scale_report.page(result, plans[0].tracking_uri))
     console.print(
-        f"scale summary logged to MLflow as run {run_id} (table, curve)"
+        f"scale summary logged to MLflow as run {run_id} (table, curve, report.html)"
         + (f"; files in {args.out}" if args.out else "")
+        + (f"; page {args.html}" if args.html else "")
     )
     finished = all(row.trials == plan.trials_total for row, plan in zip(result.rows, plans))
     return 0 if finished else 1
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from rich.console import Console
 
-    from gridbench.tracking import check_tracking_uri, latest_searches, resolve_tracking_uri
+    from gridbench.tracking import latest_searches, resolve_tracking_uri
+    from gridbench.tracking.store import check_store_exists
 
     uri = resolve_tracking_uri(args.tracking_uri)
-    check_tracking_uri(uri)
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
-        # Opening a missing SQLite store would create an empty one.
-        raise UserError(f"no MLflow store at {uri}; run a search first, or pass --tracking-uri")
+    check_store_exists(uri)
     if bool(args.run_ids) == bool(args.experiment):
         raise UserError("give two or more search run ids, or --experiment NAME (not both)")
     run_ids = args.run_ids or latest_searches(uri, args.experiment)
@@ -372,14 +385,34 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
     run_id = compare_report.record(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
     if args.html:
-        from pathlib import Path
-
         from gridbench.compare import html
 
-        Path(args.html).write_text(html.page(comparison, tracking_uri, run_id), encoding="utf-8")
+        _write_page(args.html, html.comparison_page(comparison, tracking_uri, run_id))
         where += f"; page {args.html}"
     message = f"comparison logged to MLflow as run {run_id} (plots, tables, JSON, report.html){where}"
     print(message, file=sys.stderr if args.output_format != "table" else sys.stdout)
+
+
+def _write_page(path: str, text: str) -> None:
+    from pathlib import Path
+
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"--html {path}: cannot write it ({err.strerror}); choose another path") from None
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gridbench.compare.html import report_page
+    from gridbench.tracking.store import check_store_exists, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(args.tracking_uri)
+    check_store_exists(uri)
+    kind, text = report_page(uri, args.run_id)
+    path = args.html or f"gridbench-{kind}-{args.run_id[:8]}.html"
+    _write_page(path, text)
+    print(f"{kind} {args.run_id}: {path}")
+    return 0
 
 
 def _baseline(args: argparse.Namespace) -> int:

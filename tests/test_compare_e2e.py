@@ -102,7 +102,8 @@ def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared
         deadline = time.monotonic() + 180
         while "MLflow UI" not in line and time.monotonic() < deadline:
             line = ui.stdout.readline() or line
-        url = re.search(r"http://127\.0\.0\.1:\d+/#/experiments/\d+/runs", line).group(0)
+        url = re.search(r"http://127\.0\.0\.1:\d+/#/experiments/\d+/runs\S*", line).group(0)
+        assert url.endswith("?orderByKey=metrics.%60test_accuracy%60&orderByAsc=false")  # best first
 
         profile = tmp_path / "chromium"
         dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
@@ -149,3 +150,24 @@ def test_the_html_report_shows_the_headline_and_every_chart_offline_in_a_real_br
     subprocess.run([browser, *CHROMIUM_FLAGS, *offline, f"--screenshot={screenshot}", page.as_uri()],
                    capture_output=True, timeout=180, check=True)  # fmt: skip
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path):
+    store, ids, _ = compared
+    _, parents, children = runs_of(store, "digits")
+    (comparison,) = [r for r in parents if r.data.tags.get("gridbench.kind") == "comparison"]
+    logged = gridbench("report", comparison.info.run_id, "--html", "c.html", "--tracking-uri", store, cwd=tmp_path)
+    assert logged.stdout.strip() == f"comparison {comparison.info.run_id}: c.html"
+    page = (tmp_path / "c.html").read_text()
+    assert page.count("<svg") == 4 and "Where the CPU won" in page  # the report.html the comparison logged
+    gridbench("report", ids[0], "--tracking-uri", store, cwd=tmp_path)
+    search_page = (tmp_path / f"gridbench-search-{ids[0][:8]}.html").read_text()
+    assert 'id="chart-phases"><svg' in search_page and "Where the time goes" in search_page
+    assert all(
+        child.data.tags["config_key"] in search_page
+        for child in children
+        if child.data.tags.get("mlflow.parentRunId") == ids[0]
+    )
+    command = [sys.executable, "-m", "gridbench", "report", children[0].info.run_id, "--tracking-uri", store]
+    trial = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert trial.returncode == 2 and trial.stderr.count("\n") == 1 and "is a trial run" in trial.stderr

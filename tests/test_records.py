@@ -271,3 +271,24 @@ def test_the_results_fit_the_terminal_and_no_value_is_cut(width):
     first_table = text.split("continued")[0]
     assert all(header in first_table for header in ("batch_size", "test_accuracy", "steady", "s/epoch"))
     assert (len(tables) == 1) == (width >= 200)
+
+
+def test_the_ui_opens_the_experiment_whose_search_started_last_sorted_by_its_metric(store):
+    from mlflow import MlflowClient
+
+    from gridbench.tracking.ui import pages
+
+    client = MlflowClient(store)
+    first, last = client.create_experiment("gridbench/first"), client.create_experiment("gridbench/last")
+    search = {schema.KIND: "search", schema.METRIC: "trial_wall_s", schema.METRIC_MODE: "min"}
+    client.create_run(first, start_time=2_000_000, tags=search)  # the newer search, in the older experiment
+    client.create_run(
+        last, start_time=1_000_000, tags={**search, schema.METRIC: "test_accuracy", schema.METRIC_MODE: "max"}
+    )
+    comparison = client.create_run(first, start_time=2_500_000, tags={schema.KIND: "comparison"}).info.run_id
+    found = pages("http://ui", store, None)
+    assert found.runs == f"http://ui/#/experiments/{first}/runs?orderByKey=metrics.%60trial_wall_s%60&orderByAsc=true"
+    assert found.reports == (f"http://ui/#/experiments/{first}/runs/{comparison}/artifactPath/report.html",)
+    named = pages("http://ui", store, "last")
+    assert named.runs == f"http://ui/#/experiments/{last}/runs?orderByKey=metrics.%60test_accuracy%60&orderByAsc=false"
+    assert named.reports == ()

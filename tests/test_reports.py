@@ -151,6 +151,13 @@ def test_scale_record_logs_the_summary_run_with_its_files(tmp_path, monkeypatch)
     assert logged["args"] == ("sqlite:///x.db", "digits", "scale", "scale digits cpu 1,2", ["run-1", "run-2"])
     assert logged["metrics"] == scale_report.scale_metrics(result)
     assert logged["tags"] == scale_report.scale_tags(result)
-    assert list(logged["files"]) == ["scaling.png", "scale.md", "scale.csv", "scale.json"]
-    assert sorted(p.name for p in out.iterdir()) == ["scale.csv", "scale.json", "scale.md", "scaling.png"]
+    assert list(logged["files"]) == ["scaling.png", "scale.md", "scale.csv", "scale.json", "report.html"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "report.html",
+        "scale.csv",
+        "scale.json",
+        "scale.md",
+        "scaling.png",
+    ]
+    assert (out / "report.html").read_text().count("<svg") == 1  # the curve, inline
     assert (out / "scale.md").read_text() == scale_report.render(result, "markdown")

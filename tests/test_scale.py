@@ -155,7 +155,13 @@ def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(tmp_path):
         rows[0]["makespan_s"] / rows[1]["makespan_s"]
     )
     assert all(r["trials"] == 4 for r in rows)
-    assert sorted(p.name for p in out.iterdir()) == ["scale.csv", "scale.json", "scale.md", "scaling.png"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "report.html",
+        "scale.csv",
+        "scale.json",
+        "scale.md",
+        "scaling.png",
+    ]
     assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
 
     from mlflow import MlflowClient
@@ -172,4 +178,4 @@ def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(tmp_path):
     assert summary_run.data.tags["scale.runs"] == ",".join(r["run_id"] for r in rows)
     assert summary_run.data.metrics["efficiency_2"] == pytest.approx(rows[1]["efficiency"])
     artifacts = {a.path for a in client.list_artifacts(summary_run.info.run_id)}
-    assert {"scaling.png", "scale.md", "scale.csv", "scale.json"} <= artifacts
+    assert {"scaling.png", "scale.md", "scale.csv", "scale.json", "report.html"} <= artifacts

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gridbench.compare.pairing import Comparison, Pairing
 from gridbench.compare.statistics import Ratio, geometric_mean
+from gridbench.page import REPORT_PAGE
 from gridbench.tracking import record_comparison, schema
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -24,7 +25,6 @@ def train_label(comparison: Comparison) -> tuple[str, str]:
 
 
 PLOTS = ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png")
-REPORT_PAGE = "report.html"  # the comparison as one self-contained page (gridbench.compare.html)
 
 
 def num(value: float | None, digits: int = 3) -> str:
@@ -312,7 +312,7 @@ def write_files(comparison: Comparison, directory: Path, tracking_uri: str) -> d
         (directory / name).write_text(render(comparison, fmt))
         files[name] = directory / name
     files[REPORT_PAGE] = directory / REPORT_PAGE
-    files[REPORT_PAGE].write_text(html.page(comparison, tracking_uri), encoding="utf-8")
+    files[REPORT_PAGE].write_text(html.comparison_page(comparison, tracking_uri), encoding="utf-8")
     return files
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from gridbench.page import REPORT_PAGE
 from gridbench.scale.run import ScaleResult
 from gridbench.tracking import record_summary, schema
 
@@ -100,6 +101,17 @@ def render(result: ScaleResult, fmt: str) -> str:
 
 
 def plot(result: ScaleResult, path: Path) -> Path:
+    """Writes the scaling curve as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def figure(result: ScaleResult):
     """Speedup against the count, with ideal (linear) scaling for reference, and efficiency."""
     import matplotlib
 
@@ -123,10 +135,32 @@ def plot(result: ScaleResult, path: Path) -> Path:
     right.set_ylabel("parallel efficiency %")
     fig.suptitle(title(result), fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def page(result: ScaleResult, tracking_uri: str) -> str:
+    """The scale result as one self-contained HTML page: the figures, the curve against ideal, the table."""
+    from gridbench import page as html_page
+
+    largest = result.rows[-1] if result.rows else None
+    cards = []
+    if largest is not None:
+        cards = [
+            html_page.card(f"speedup at {largest.count} {_unit(result)}", f"{largest.speedup:.2f}x"),
+            html_page.card("parallel efficiency", f"{largest.efficiency:.0%}"),
+            html_page.card("trials/hour", f"{largest.throughput_per_h:.0f}"),
+        ]
+    runs = [f"{row.count} {_unit(result)}: search run {row.run_id}" for row in result.rows]
+    parts = [
+        html_page.heading(title(result), 1),
+        f'<div class="headline">{"".join(cards)}</div>',
+        html_page.chart("scaling", figure(result)),
+        html_page.table(_headers(result), _cells(result)),
+        html_page.heading("Notes") + html_page.bullets(notes(result)),
+        html_page.heading("Runs in MLflow") + html_page.bullets(runs),
+        html_page.note(f"store: {tracking_uri}; browse it with: python -m gridbench ui --tracking-uri {tracking_uri}"),
+    ]
+    return html_page.document(f"gridbench: scale {result.spec.name}", parts)
 
 
 def scale_metrics(result: ScaleResult) -> dict[str, float]:
@@ -157,12 +191,14 @@ def run_name(result: ScaleResult) -> str:
     )
 
 
-def write_files(result: ScaleResult, directory: Path) -> dict[str, Path]:
-    """The curve and the three table formats; returns artifact name -> path."""
+def write_files(result: ScaleResult, directory: Path, tracking_uri: str) -> dict[str, Path]:
+    """The curve, the three table formats and the HTML page; returns artifact name -> path."""
     files = {"scaling.png": plot(result, directory / "scaling.png")}  # plot() makes the directory
     for fmt, name in (("markdown", "scale.md"), ("csv", "scale.csv"), ("json", "scale.json")):
         (directory / name).write_text(render(result, fmt))
         files[name] = directory / name
+    files[REPORT_PAGE] = directory / REPORT_PAGE
+    files[REPORT_PAGE].write_text(page(result, tracking_uri), encoding="utf-8")
     return files
 
 
@@ -172,7 +208,7 @@ def record(result: ScaleResult, tracking_uri: str, out_dir: Path | str | None = 
     The files go to `out_dir` when given (and stay there), else to a directory removed once logged.
     """
     with tempfile.TemporaryDirectory(prefix="gridbench-scale-") as scratch:
-        files = write_files(result, Path(out_dir) if out_dir else Path(scratch))
+        files = write_files(result, Path(out_dir) if out_dir else Path(scratch), tracking_uri)
         run_ids = [row.run_id for row in result.rows]
         return record_summary(
             tracking_uri,

@@ -135,3 +135,33 @@ def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
             f"search, or give run ids"
         )
     return [newest[d] for d in sorted(newest, key=lambda d: (d != "cpu", d))]
+
+
+def run_kind(tracking_uri: str, run_id: str) -> str:
+    """search, trial, comparison or scale; a UserError for a run that is not there."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    quiet_mlflow()
+    try:
+        return MlflowClient(tracking_uri).get_run(run_id).data.tags.get(schema.KIND, "")
+    except MlflowException:
+        raise UserError(f"no run {run_id} in {tracking_uri}; give a search's, comparison's or scale's run id") from None
+
+
+def artifact_text(tracking_uri: str, run_id: str, name: str) -> str | None:
+    """A run's text artifact, or None where it has none of that name."""
+    import tempfile
+    from pathlib import Path
+
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    quiet_mlflow()
+    with tempfile.TemporaryDirectory(prefix="gridbench-artifact-") as scratch:
+        try:
+            return Path(MlflowClient(tracking_uri).download_artifacts(run_id, name, scratch)).read_text(
+                encoding="utf-8"
+            )
+        except (MlflowException, OSError):
+            return None

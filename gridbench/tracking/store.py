@@ -84,6 +84,14 @@ def check_tracking_uri(uri: str) -> None:
             ) from None
 
 
+def check_store_exists(uri: str) -> None:
+    """For commands that read a store: it must be usable and, for SQLite, already there."""
+    check_tracking_uri(uri)
+    if urlparse(uri).scheme == "sqlite" and not Path(uri[len("sqlite:///") :]).is_file():
+        # Opening a missing SQLite store would create an empty one.
+        raise UserError(f"no MLflow store at {uri}; run a search first, or pass --tracking-uri")
+
+
 def artifact_location(uri: str) -> str | None:
     """For a local SQLite store, artifacts go to mlruns/ beside the database (MLflow's own layout)."""
     if urlparse(uri).scheme == "sqlite":

@@ -2,7 +2,7 @@
 
 `mlflow server` starts a job runner with seven huey consumers by default (about
 1.8 GB here, 10 processes); gridbench browses results only, so it turns jobs off
-and runs one web worker: 2 processes, about 0.5 GB.
+and runs one web worker: 3 processes (gridbench, the server, its worker), 0.69 GiB.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from gridbench.errors import UserError
+from gridbench.tracking import schema
 from gridbench.tracking.store import artifact_location, check_tracking_uri, experiment_name, resolve_tracking_uri
 
 HOST = "127.0.0.1"
@@ -35,8 +37,18 @@ def server_command(tracking_uri: str, port: int) -> list[str]:
     return command
 
 
-def runs_page(base_url: str, tracking_uri: str, spec_name: str | None) -> str:
-    """The address of an experiment's runs page: the named one, else the newest gridbench experiment."""
+@dataclass(frozen=True)
+class Pages:
+    runs: str  # the experiment's runs page, sorted by its search's metric
+    reports: tuple[str, ...] = ()  # the latest comparison's and scale's report.html, in the UI's artifact view
+
+
+def pages(base_url: str, tracking_uri: str, spec_name: str | None) -> Pages:
+    """The named experiment's pages, else those of the experiment whose search started last.
+
+    (MLflow does not update an experiment's last_update_time when runs are added, so the
+    experiment is found through its runs.)
+    """
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -44,12 +56,35 @@ def runs_page(base_url: str, tracking_uri: str, spec_name: str | None) -> str:
         experiment = client.get_experiment_by_name(experiment_name(spec_name))
         if experiment is None:
             raise UserError(f"no experiment {experiment_name(spec_name)!r} in {tracking_uri}")
+        experiment_id = experiment.experiment_id
     else:
-        experiments = [e for e in client.search_experiments() if e.name.startswith(experiment_name(""))]
-        if not experiments:
-            return f"{base_url}/"
-        experiment = max(experiments, key=lambda e: e.last_update_time or 0)
-    return f"{base_url}/#/experiments/{experiment.experiment_id}/runs"
+        ours = [e.experiment_id for e in client.search_experiments() if e.name.startswith(experiment_name(""))]
+        latest = _latest(client, ours, "search")
+        if latest is None:
+            return Pages(f"{base_url}/")
+        experiment_id = latest.info.experiment_id
+    search = _latest(client, [experiment_id], "search")
+    metric = search.data.tags.get(schema.METRIC) if search else None
+    descending = search is None or search.data.tags.get(schema.METRIC_MODE, "max") == "max"
+    sort = f"?orderByKey=metrics.%60{metric}%60&orderByAsc={str(not descending).lower()}" if metric else ""
+    reports = []
+    for kind in ("comparison", "scale"):
+        run = _latest(client, [experiment_id], kind)
+        if run is not None:
+            reports.append(f"{base_url}/#/experiments/{experiment_id}/runs/{run.info.run_id}/artifactPath/report.html")
+    return Pages(f"{base_url}/#/experiments/{experiment_id}/runs{sort}", tuple(reports))
+
+
+def _latest(client, experiment_ids: list[str], kind: str):
+    if not experiment_ids:
+        return None
+    runs = client.search_runs(
+        experiment_ids,
+        filter_string=f"tags.`{schema.KIND}` = '{kind}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return runs[0] if runs else None
 
 
 def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
@@ -59,7 +94,7 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
         raise UserError(f"{uri} is a tracking server already; open it in a browser")
     port = port or free_port()
     base_url = f"http://{HOST}:{port}"
-    page = runs_page(base_url, uri, spec_name)
+    found = pages(base_url, uri, spec_name)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     server = subprocess.Popen(server_command(uri, port), env=env)
     try:
@@ -77,7 +112,15 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
             if time.monotonic() > deadline:
                 raise UserError(f"the MLflow server did not answer on {base_url} within 120 s")
             time.sleep(0.5)
-        print(f"MLflow UI for {uri}: {page}", flush=True)
+        print(f"MLflow UI for {uri}: {found.runs}", flush=True)
+        # MLflow 3 keeps the runs table's columns in the browser, not the address: say where to choose them.
+        print(
+            "In the UI: choose 'Model training' (top left), then 'Columns' to add test_accuracy, steady_epoch_s, "
+            "trial_wall_s, the grid's params and the device tag",
+            flush=True,
+        )
+        for report in found.reports:
+            print(f"report: {report}", flush=True)
         print("Ctrl-C stops it.", flush=True)
         return server.wait()
     except KeyboardInterrupt:

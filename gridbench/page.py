@@ -1,0 +1,62 @@
+"""The pieces of gridbench's self-contained HTML pages: one file each, no scripts, charts as inline SVG."""
+
+from __future__ import annotations
+
+import html
+import io
+from typing import Sequence
+
+REPORT_PAGE = "report.html"  # the artifact name of a comparison's or a scale's page
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.headline { display: flex; gap: 1em; flex-wrap: wrap; }
+.figure { border: 1px solid #ccc; border-radius: 6px; padding: 0.6em 1em; min-width: 11em; }
+.figure b { display: block; font-size: 1.6em; }
+.chart svg { max-width: 100%; height: auto; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+
+def document(title: str, body: Sequence[str]) -> str:
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+    )
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def card(title: str, value: str, note: str = "") -> str:
+    return f'<div class="figure">{html.escape(title)}<b>{html.escape(value)}</b>{html.escape(note)}</div>'
+
+
+def chart(name: str, fig) -> str:
+    """A matplotlib figure as inline SVG (the figure is closed)."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    plt.close(fig)
+    svg = buffer.getvalue()
+    return f'<div class="chart" id="chart-{name}">{svg[svg.index("<svg") :]}</div>'  # inline: no XML prolog
+
+
+def bullets(lines: Sequence[str]) -> str:
+    return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+
+
+def heading(text: str, level: int = 2) -> str:
+    return f"<h{level}>{html.escape(text)}</h{level}>"
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{html.escape(text)}</p>'
