@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 from test_search import runs_of
 
-# One worker runs the module's tests, and the fixture is session-wide, so that its costly searches run once
-# under pytest -n (a module fixture is set up again when the worker ran other modules' tests in between).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compare_e2e")]
+pytestmark = pytest.mark.slow
 
 ARTIFACTS = Path(os.environ.get("GRIDBENCH_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 
@@ -30,7 +28,7 @@ def gridbench(*args, cwd):
     return result
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def compared(tmp_path_factory):
     """Two CPU searches of digits (1 and 2 cores per trial) and their comparison, as JSON."""
     directory = tmp_path_factory.mktemp("compare")
@@ -111,6 +109,8 @@ def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared
         text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style).*?</\1>", "", dom, flags=re.S)))
         assert text.count("digits cpu tensorflow") >= 2, text[:2000]  # both searches' parent runs
         assert comparison.info.run_name in text
+        # Sorted by the search's metric, best first: MLflow 3 shows the sort in the toolbar ("Sort: test_accuracy").
+        assert re.search(r"Sort:\s*test_accuracy", text), text[:2000]
 
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         screenshot = ARTIFACTS / "mlflow-ui-runs.png"
