@@ -83,10 +83,18 @@ def run(args: argparse.Namespace) -> int:
             code = process.wait(timeout=args.timeout)
             status = f"exit {code}"
         except subprocess.TimeoutExpired:
-            # The search and the Ray processes it started, so that the next family has the machine to itself.
+            # The search and the Ray processes it started (its descendants, found before it dies, by PID),
+            # so that the next family has the machine to itself; nobody else's processes.
+            import psutil
+
+            started_by_it = psutil.Process(process.pid).children(recursive=True)
             os.killpg(process.pid, signal.SIGKILL)
+            for child in started_by_it:
+                try:
+                    child.kill()
+                except psutil.NoSuchProcess:
+                    pass
             process.wait()
-            subprocess.run(["pkill", "-9", "-f", "raylet|gcs_server|ray::|default_worker"], check=False)
             status = f"stopped after {args.timeout} s"
         (out / experiment).mkdir(exist_ok=True)
         record = {"experiment": experiment, "command": ["gridbench", *command[3:]], "synthetic": synthetic,
