@@ -100,6 +100,10 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["baseline", "kernels-digits", "--n-jobs", "0"], "--n-jobs must not be 0"),
         (["compare", "--price", "H100", "0123abcd", "4567ef01"], "no MLflow store at"),
         (["search", "digits", "--device", "both", "--price", "H100"], "--price 'H100': expected KEY=USD_PER_HOUR"),
+        (["ui", "--port", "70000"], "--port must be 0 (any free port) to 65535, got 70000"),
+        (["ui"], "no MLflow store at sqlite:///"),  # the current directory's store, which is not there
+        (["ui", "--tracking-uri", "sqlite:///{tmp}/missing.db"], "no MLflow store at sqlite:///"),
+        (["report", "0123abcd"], "no MLflow store at sqlite:///"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
@@ -120,6 +124,24 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
     assert "Traceback" not in result.stderr + result.stdout
     assert not store.exists()
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "filestore").exists()
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_the_ui_refuses_a_port_in_use(tmp_path):
+    import socket
+
+    from mlflow import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(store).search_experiments()  # a store, so that only the port is wrong
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = gridbench("ui", "--port", str(port), "--tracking-uri", store, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr == (
+        f"gridbench: error: port {port} on 127.0.0.1 is in use; choose another --port, or 0 for any free one\n"
+    )
 
 
 @pytest.mark.skipif(visible_gpu_count() > 0, reason="this machine has a GPU")

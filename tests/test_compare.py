@@ -168,3 +168,9 @@ def test_prices_come_from_a_file_or_flags_and_bad_ones_are_refused(tmp_path):
     (tmp_path / "bad.toml").write_text("gpu_hour = 3\n")
     with pytest.raises(UserError, match="expected cpu_core_hour = NUMBER"):
         PriceTable.load(tmp_path / "bad.toml")
+
+
+def test_a_search_compared_with_itself_is_refused():
+    cpu, gpu = cpu_and_gpu()
+    with pytest.raises(UserError, match="run cpu-run is given twice; a search compared with itself says nothing"):
+        compare([cpu, gpu, cpu], PRICES)

@@ -171,3 +171,27 @@ def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path):
     command = [sys.executable, "-m", "gridbench", "report", children[0].info.run_id, "--tracking-uri", store]
     trial = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert trial.returncode == 2 and trial.stderr.count("\n") == 1 and "is a trial run" in trial.stderr
+
+
+def test_the_ui_stops_its_server_on_sigterm(compared):
+    import signal
+
+    import psutil
+
+    store, _, _ = compared
+    ui = subprocess.Popen([sys.executable, "-m", "gridbench", "ui", "--port", "0", "--tracking-uri", store],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        line, deadline = "", time.monotonic() + 180
+        while "MLflow UI" not in line and time.monotonic() < deadline:
+            line = ui.stdout.readline() or line
+        assert "MLflow UI" in line
+        started = psutil.Process(ui.pid).children(recursive=True)  # the server and its web worker
+        assert started
+        ui.send_signal(signal.SIGTERM)
+        assert ui.wait(timeout=60) == 0
+        gone, alive = psutil.wait_procs(started, timeout=30)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        if ui.poll() is None:
+            ui.kill()

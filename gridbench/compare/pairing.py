@@ -160,6 +160,11 @@ def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tup
     """Every mismatch and environment difference, in words; mismatches refuse unless allowed."""
     if len(searches) < 2:
         raise UserError("compare needs at least two searches; give two run ids or --experiment NAME")
+    seen = set()
+    for search in searches:
+        if search.run_id in seen:
+            raise UserError(f"run {search.run_id} is given twice; a search compared with itself says nothing")
+        seen.add(search.run_id)
     base = searches[0]
     mismatches, differences = [], []
     for other in searches[1:]:

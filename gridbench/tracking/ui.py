@@ -8,6 +8,7 @@ and runs one web worker: 3 processes (gridbench, the server, its worker), 0.69 G
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -17,9 +18,18 @@ from urllib.parse import urlparse
 
 from gridbench.errors import UserError
 from gridbench.tracking import schema
-from gridbench.tracking.store import artifact_location, check_tracking_uri, experiment_name, resolve_tracking_uri
+from gridbench.tracking.store import (
+    artifact_location,
+    check_store_exists,
+    experiment_name,
+    resolve_tracking_uri,
+)
 
 HOST = "127.0.0.1"
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def free_port() -> int:
@@ -87,16 +97,34 @@ def _latest(client, experiment_ids: list[str], kind: str):
     return runs[0] if runs else None
 
 
+def check_port(port: int) -> int:
+    """A port to serve on: 0 picks a free one; a taken one is refused (we never show another server as ours)."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port must be 0 (any free port) to 65535, got {port}")
+    if port == 0:
+        return free_port()
+    with socket.socket() as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            raise UserError(f"port {port} on {HOST} is in use; choose another --port, or 0 for any free one") from None
+    return port
+
+
 def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
     uri = resolve_tracking_uri(tracking_uri)
-    check_tracking_uri(uri)
     if urlparse(uri).scheme in ("http", "https"):
         raise UserError(f"{uri} is a tracking server already; open it in a browser")
-    port = port or free_port()
+    port = check_port(port)
+    check_store_exists(uri)  # the server would create an empty store where none is
     base_url = f"http://{HOST}:{port}"
     found = pages(base_url, uri, spec_name)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    server = subprocess.Popen(server_command(uri, port), env=env)
+    # Its own process group: the server and the web worker it starts are stopped together.
+    server = subprocess.Popen(server_command(uri, port), env=env, start_new_session=True)
+    # SIGTERM and SIGHUP stop the server as Ctrl-C does, rather than leave it running without us.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
         import requests
 
@@ -126,9 +154,18 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        if server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        _stop_group(server)
+
+
+def _stop_group(server: subprocess.Popen) -> None:
+    """Stops the server and the worker it started (its process group, which gridbench made)."""
+    for signum, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(server.pid, signum)
+        except ProcessLookupError:
+            return
+        try:
+            server.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
