@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--cpus", type=int, metavar="N", help="use at most N of this machine's cores (default: all)")
     _add_cluster_option(search)
     search.add_argument("--max-concurrent", type=int, metavar="N", help="at most N trials at once")
+    _add_max_trials(search)
     search.add_argument(
         "--no-compile-cache",
         dest="compile_cache",
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         "largest count; with --cpus, 1)",
     )
     scale.add_argument("--repeats", type=int, metavar="N", help="train each configuration N times")
+    _add_max_trials(scale)
     scale.add_argument("--no-compile-cache", dest="compile_cache", action="store_false", help="see search")
     scale.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: sqlite:///mlflow.db)")
     scale.add_argument("--data-dir", metavar="DIR", help="directory holding dataset files")
@@ -183,6 +185,16 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list the experiments in experiments/")
     listing.set_defaults(handler=_list)
     return parser
+
+
+def _add_max_trials(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-trials",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="refuse a search of more than N trials, configurations x repeats (default 10000)",
+    )
 
 
 def _add_cluster_option(parser: argparse.ArgumentParser) -> None:
@@ -276,6 +288,7 @@ def _shared_options(args: argparse.Namespace) -> dict:
     """The options `search` and `scale` both take, as SearchOptions fields."""
     return {
         "cpus_per_trial": args.cpus_per_trial,
+        "max_trials": args.max_trials,
         "compile_cache": args.compile_cache,
         "tracking_uri": args.tracking_uri,
         "data_dir": args.data_dir,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gridbench.errors import UserError
@@ -99,10 +101,16 @@ def test_command_line_assignments_parse():
     [
         ('dataset = "digits"\nmodel = "mlp"\n[grid]\nwidth = [1]\n', "unknown hyperparameter 'width'"),
         ('dataset = "digits"\nmodel = "mlp"\n[grid]\nhidden_units = []\n', "grid axis 'hidden_units' is empty"),
-        ('dataset = "digits"\nmodel = "mlp"\n[params]\nlearning_rate = 0\n', "learning_rate must be > 0, got 0"),
-        ('dataset = "digits"\nmodel = "mlp"\n[grid]\nlearning_rate = [0.1, -1]\n', "learning_rate must be > 0, got -1"),
-        ('dataset = "digits"\nmodel = "mlp"\n[params]\nbatch_size = 0\n', "batch_size must be > 0, got 0"),
-        ('dataset = "digits"\nmodel = "mlp"\n[params]\nepochs = 0\n', "epochs must be >= 2"),
+        (
+            'dataset = "digits"\nmodel = "mlp"\n[params]\nlearning_rate = 0\n',
+            "learning_rate must be > 0 and <= 10, got 0",
+        ),
+        (
+            'dataset = "digits"\nmodel = "mlp"\n[grid]\nlearning_rate = [0.1, -1]\n',
+            "learning_rate must be > 0 and <= 10, got -1",
+        ),
+        ('dataset = "digits"\nmodel = "mlp"\n[params]\nbatch_size = 0\n', "batch_size must be in [1, 1048576], got 0"),
+        ('dataset = "digits"\nmodel = "mlp"\n[params]\nepochs = 0\n', "epochs must be in [2, 10000]"),
         ('dataset = "digits"\nmodel = "mlp"\nrepeats = 0\n', "repeats must be an integer > 0, got 0"),
         (
             'dataset = "digits"\nmodel = "mlp"\n[params]\nbatch_size = "big"\n',
@@ -158,15 +166,15 @@ def test_missing_experiment_file():
         ({"width": "3"}, {}, "--set: unknown hyperparameter 'width'"),
         ({}, {"width": ["3"]}, "--grid: unknown hyperparameter 'width'"),
         ({"learning_rate": "-0.1"}, {}, "learning_rate must be > 0"),
-        ({"batch_size": "0"}, {}, "batch_size must be > 0"),
-        ({"epochs": "-1"}, {}, "epochs must be >= 2"),
+        ({"batch_size": "0"}, {}, "batch_size must be in [1, 1048576]"),
+        ({"epochs": "-1"}, {}, "epochs must be in [2, 10000]"),
         ({"epochs": "two"}, {}, "epochs must be an integer, got 'two'"),
         ({}, {"learning_rate": []}, "grid axis 'learning_rate' is empty"),
-        ({}, {"batch_size": ["64", "0"]}, "batch_size must be > 0, got 0"),
+        ({}, {"batch_size": ["64", "0"]}, "batch_size must be in [1, 1048576], got 0"),
     ],
 )
 def test_overrides_are_validated_like_the_file(sets, grids, message):
-    with pytest.raises(UserError, match=message):
+    with pytest.raises(UserError, match=re.escape(message)):
         load_spec("digits").with_overrides(sets, grids)
 
 

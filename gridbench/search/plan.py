@@ -9,7 +9,7 @@ import importlib.util
 from dataclasses import dataclass, replace
 
 from gridbench import environment
-from gridbench.datasets import DataSource
+from gridbench.datasets import SHAPES, DataSource
 from gridbench.datasets.find import locate
 from gridbench.errors import UserError
 from gridbench.search import backends, placement
@@ -33,6 +33,7 @@ class SearchOptions:
     cpus: int | None = None  # cores the search may use in all; default every usable core
     address: str | None = None  # an existing Ray cluster to join ("auto", "HOST:PORT"); None: start one here
     max_concurrent: int | None = None
+    max_trials: int = 10_000  # configurations x repeats a search may run: a typo'd grid is refused, not started
     compile_cache: bool = True  # share compiled JAX programs among a search's trials
     tracking_uri: str | None = None
     data_dir: str | None = None
@@ -106,6 +107,12 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
     workload = spec.workload
     trials_total = spec.grid_size * spec.repeats
+    if trials_total > options.max_trials:
+        raise UserError(
+            f"{spec.grid_size} configurations x {spec.repeats} repeat(s) = {trials_total} trials is more than "
+            f"--max-trials {options.max_trials}; shrink the grid, or raise --max-trials"
+        )
+    _check_batch_sizes(spec)
     inner = workload.inner_axis
     ray_trials = trials_total // len(spec.grid.get(inner, (1,))) if inner else trials_total
     gpus, gpus_per_trial, visible_gpus = 0, 0.0, 0
@@ -188,6 +195,20 @@ def _choose_backend(options: SearchOptions, visible_gpus: int) -> backends.Backe
             "(--backend jax)"
         )
     return backends.choose(options.device, named, cuda_major=environment.cuda_driver_major())
+
+
+def _check_batch_sizes(spec: ExperimentSpec) -> None:
+    """A batch larger than the training set would run as a smaller one (or, compiled, not at all): refuse it."""
+    batches = [int(b) for b in _values(spec, "batch_size")]
+    if not batches or spec.dataset not in SHAPES:
+        return
+    full = SHAPES[spec.dataset].train
+    smallest = min((int(n) or full for n in _values(spec, "train_size")), default=full)
+    if max(batches) > min(smallest, full):
+        raise UserError(
+            f"batch_size {max(batches)} is more than the {min(smallest, full)} training samples "
+            f"({spec.dataset}{', train_size' if smallest < full else ''}); use a batch_size of at most that"
+        )
 
 
 def _check_data_parallel(spec: ExperimentSpec, backend: str, gpus_per_trial: float) -> None:

@@ -7,6 +7,7 @@ the function that trains it, imported only inside a trial.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,6 +35,8 @@ class Hyperparameter:
         if isinstance(value, bool) or not _is_kind(value, self.kind):
             raise UserError(f"{where}: {self.name} must be {_kind_name(self.kind)}, got {value!r}")
         value = self.kind(value)
+        if self.kind is float and not math.isfinite(value):
+            raise UserError(f"{where}: {self.name} must be a finite number, got {value!r}")
         if self.choices and value not in self.choices:
             raise UserError(f"{where}: {self.name} must be one of {', '.join(self.choices)}; got {value!r}")
         if not self.valid(value):
@@ -126,13 +129,31 @@ def _positive(value: Any) -> bool:
     return value > 0
 
 
+# Bounds that no sensible search exceeds: a typo (epochs=10**12, learning_rate=1e308) is refused, not run.
+MAX_EPOCHS = 10_000
+MAX_BATCH_SIZE = 2**20
+MAX_LEARNING_RATE = 10.0
+
+
 def _keras_common(epochs: int = 5, batch_size: int = 128, learning_rate: float = 0.001, optimizer: str = "rmsprop"):
     """Hyperparameters every Keras workload has, with the family's defaults."""
     return (
         # Two epochs at least: the first is warm-up (tracing, compilation), the rest are timed.
-        Hyperparameter("epochs", int, epochs, ">= 2 (epoch 1 is warm-up; later epochs are timed)", lambda v: v >= 2),
-        Hyperparameter("batch_size", int, batch_size, "> 0", _positive),
-        Hyperparameter("learning_rate", float, learning_rate, "> 0", _positive),
+        Hyperparameter(
+            "epochs",
+            int,
+            epochs,
+            f"in [2, {MAX_EPOCHS}] (epoch 1 is warm-up; later epochs are timed)",
+            lambda v: 2 <= v <= MAX_EPOCHS,
+        ),
+        Hyperparameter("batch_size", int, batch_size, f"in [1, {MAX_BATCH_SIZE}]", lambda v: 0 < v <= MAX_BATCH_SIZE),
+        Hyperparameter(
+            "learning_rate",
+            float,
+            learning_rate,
+            f"> 0 and <= {MAX_LEARNING_RATE:g}",
+            lambda v: 0 < v <= MAX_LEARNING_RATE,
+        ),
         Hyperparameter("optimizer", str, optimizer, choices=("adam", "rmsprop", "sgd")),
         Hyperparameter(TRAIN_LOOP, str, "auto", choices=TRAIN_LOOPS),
         # Keras dtype policies; mixed_float16 adds loss scaling, as Keras' compile does.
