@@ -87,3 +87,22 @@ def test_real_mnist_loads_scaled_and_flat(mnist_dir):
     assert data.x_train.dtype == np.float32 and data.x_train.max() == 1.0
     # The label counts the README beside the file gives.
     assert np.bincount(data.y_train).tolist() == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+
+
+def test_a_tampered_pickle_in_a_dataset_file_is_refused_not_run(tmp_path):
+    """CIFAR-10 batches and IMDb's reviews are pickles: only numpy arrays may come out of them."""
+    import pickle
+
+    from datafiles import make_cifar10, make_imdb
+
+    folder = make_cifar10(tmp_path)
+    (folder / "test_batch").write_bytes(pickle.dumps({b"data": print, b"labels": []}))  # any global but numpy's
+    with pytest.raises(pickle.UnpicklingError, match="refusing to unpickle builtins.print"):
+        read.load(find.locate("cifar10", str(tmp_path)), seed=0, flat=False)
+    imdb = make_imdb(tmp_path / "imdb")
+    with np.load(imdb, allow_pickle=True) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["x_test"] = np.array([print], dtype=object)
+    np.savez(imdb, **arrays)
+    with pytest.raises(pickle.UnpicklingError, match="refusing to unpickle builtins.print"):
+        read.load(find.locate("imdb", str(tmp_path / "imdb")), seed=0, flat=False)
