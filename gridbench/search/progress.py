@@ -125,16 +125,17 @@ class _Column:
     cells: list[str]
     key: bool = False  # identifies a row: the rank and the configuration
     justify: str = "right"
+    stacked: bool = False  # the header's words on two lines ("steady s/epoch" over two): a narrow terminal
+
+    @property
+    def shown_header(self) -> str:
+        head, _, tail = self.header.partition(" ")
+        return f"{head}\n{tail}" if self.stacked and tail and not self.key else self.header
 
     @property
     def width(self) -> int:
         """What the column takes in a boxed rich table: its widest text, padding either side, one border."""
-        return max([*(len(line) for line in self.header.splitlines()), *(len(c) for c in self.cells)]) + 3
-
-    def stacked(self) -> _Column:
-        """The header's words on two lines ("steady s/epoch" over two), for a narrow terminal."""
-        head, _, tail = self.header.partition(" ")
-        return replace(self, header=f"{head}\n{tail}") if tail and not self.key else self
+        return max([*(len(line) for line in self.shown_header.splitlines()), *(len(c) for c in self.cells)]) + 3
 
 
 def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]:
@@ -173,7 +174,7 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     for index, group in enumerate(_split(columns, width, first)):
         table = Table(title=title if index == 0 else "continued (rows by #)")
         for column in group:
-            table.add_column(column.header, justify=column.justify)
+            table.add_column(column.shown_header, justify=column.justify)
         for row in zip(*(column.cells for column in group)):
             table.add_row(*row)
         tables.append(table)
@@ -184,8 +185,7 @@ def _split(columns: list[_Column], width: int | None, first: list[str]) -> list[
     """Groups of columns, each no wider than `width` where a column can fit at all, in the columns' order."""
     if width is None or _table_width(columns) <= width:
         return [columns]
-    columns = [c.stacked() for c in columns]
-    first = [c.stacked().header for c in (_Column(h, []) for h in first)]
+    columns = [replace(c, stacked=True) for c in columns]
     keys = [c for c in columns if c.key]
     rank = {header: i for i, header in enumerate(first)}
     pending = sorted((c for c in columns if not c.key), key=lambda c: rank.get(c.header, len(rank)))
