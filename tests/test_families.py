@@ -114,10 +114,11 @@ import json
 from gridbench.workloads import WORKLOADS
 from gridbench.workloads.keras_common import weight_layers
 from gridbench.workloads.keras_families import BUILDERS
+from gridbench.workloads.keras_layers import parameter_count
 def defaults(name, **extra):
     return {**{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}, **extra}
 small = BUILDERS["smallcnn"](defaults("smallcnn"), (32, 32, 3), 10)
-sizes = {"smallcnn": small.count_params()}
+sizes = {"smallcnn": parameter_count(small)}
 for depth in (20, 62):
     model = BUILDERS["resnet"](defaults("resnet", depth=depth), (32, 32, 3), 10)
     sizes[f"resnet{depth}"] = weight_layers(model)

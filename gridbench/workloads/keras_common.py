@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 
+from gridbench.workloads.keras_layers import parameter_count
+
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
 
@@ -119,7 +121,7 @@ def keras_facts(model: keras.Model) -> dict[str, str]:
         "backend": backend,
         "version.keras": keras.__version__,
         "precision": model.dtype_policy.name,
-        "model.params": str(model.count_params()),
+        "model.params": str(parameter_count(model)),
         "model.weight_layers": str(weight_layers(model)),
     }
     distribution = keras.distribution.distribution()

@@ -17,6 +17,8 @@ from typing import Any, Callable, Mapping
 import keras
 from keras import layers, ops
 
+from gridbench.workloads.keras_layers import TunableDropout
+
 Builder = Callable[[Mapping[str, Any], tuple, int], keras.Model]
 
 
@@ -34,7 +36,7 @@ def mnist_cnn(hp: Mapping[str, Any], shape: tuple, classes: int) -> keras.Model:
             layers.Conv2D(filters, 3, activation="relu"),
             layers.Conv2D(2 * filters, 3, activation="relu"),
             layers.MaxPooling2D(2),
-            layers.Dropout(hp["dropout"]),
+            TunableDropout(hp["dropout"]),
             layers.Flatten(),
             layers.Dense(int(hp["dense_units"]), activation="relu"),
             layers.Dropout(0.5),
@@ -53,7 +55,7 @@ def vgg_cnn(hp: Mapping[str, Any], shape: tuple, classes: int) -> keras.Model:
             layers.Conv2D(width, 3, padding="same", activation="relu"),
             layers.Conv2D(width, 3, activation="relu"),
             layers.MaxPooling2D(2),
-            layers.Dropout(hp["dropout"]),
+            TunableDropout(hp["dropout"]),
         ]
     stack += [
         layers.Flatten(),
@@ -112,7 +114,7 @@ def small_cnn(hp: Mapping[str, Any], shape: tuple, classes: int) -> keras.Model:
             layers.Conv2D(52, 3, activation="relu"),
             layers.MaxPooling2D(2),
             layers.Flatten(),
-            layers.Dropout(hp["dropout"]),
+            TunableDropout(hp["dropout"]),
             _softmax(classes),
         ],
         name="small_cnn",
@@ -128,7 +130,7 @@ def bidirectional_lstm(hp: Mapping[str, Any], shape: tuple, classes: int) -> ker
             keras.Input(shape=shape, dtype="int32"),
             layers.Embedding(int(hp["vocab_size"]), int(hp["embedding_dim"])),
             layers.Bidirectional(layers.LSTM(int(hp["units"]))),
-            layers.Dropout(hp["dropout"]),
+            TunableDropout(hp["dropout"]),
             _softmax(classes),
         ],
         name="imdb_bilstm",

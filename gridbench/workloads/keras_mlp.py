@@ -16,6 +16,7 @@ from keras import ops
 from scikeras.wrappers import KerasClassifier
 
 from gridbench.datasets import Dataset
+from gridbench.workloads.keras_layers import TunableDropout
 from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this module is a workload entry)
     EpochCallback,
     keras_facts,
@@ -35,7 +36,7 @@ def build_mlp(hidden_units: int, hidden_layers: int, dropout: float, meta: dict[
     for _ in range(hidden_layers):
         layers.append(keras.layers.Dense(hidden_units, activation="relu"))
         if dropout:
-            layers.append(keras.layers.Dropout(dropout))
+            layers.append(TunableDropout(dropout))
     # float32 under mixed precision too: a float16 softmax over-/underflows.
     layers.append(keras.layers.Dense(meta["n_classes_"], activation="softmax", dtype="float32"))
     return keras.Sequential(layers)
