@@ -101,6 +101,24 @@ class Workload:
         return params, grid
 
 
+# Hyperparameters a trained program takes as state or arguments, not as constants:
+# trials that differ only in these (and in seed and repeat) share one traced and
+# compiled program (gridbench.workloads.programs), and can be fused into one (jax.vmap).
+RUNTIME_HYPERPARAMETERS = frozenset({"learning_rate", "dropout"})
+# Not part of what a program computes: how long it trains, and on how much of the data.
+UNTRACED_HYPERPARAMETERS = frozenset({"epochs"})
+
+
+def program_key(hyperparameters: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
+    """What decides a trial's traced program: architecture, batch size, precision, loop, optimizer.
+
+    Two configurations with the same key share one program; the key leaves out the
+    runtime hyperparameters (learning rate, dropout rate) and the epoch count.
+    """
+    left_out = RUNTIME_HYPERPARAMETERS | UNTRACED_HYPERPARAMETERS
+    return tuple(sorted((k, v) for k, v in hyperparameters.items() if k not in left_out))
+
+
 TRAIN_LOOP = "train_loop"
 # "fit": Keras Model.fit, batches fed from host memory. "compiled":
 # the data on the device and each epoch one jit-compiled lax.scan over Keras'

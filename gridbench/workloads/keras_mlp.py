@@ -35,8 +35,8 @@ def build_mlp(hidden_units: int, hidden_layers: int, dropout: float, meta: dict[
     layers: list[keras.layers.Layer] = [keras.Input(shape=(meta["n_features_in_"],))]
     for _ in range(hidden_layers):
         layers.append(keras.layers.Dense(hidden_units, activation="relu"))
-        if dropout:
-            layers.append(TunableDropout(dropout))
+        # Also at rate 0, so that every dropout value shares one program.
+        layers.append(TunableDropout(dropout))
     # float32 under mixed precision too: a float16 softmax over-/underflows.
     layers.append(keras.layers.Dense(meta["n_classes_"], activation="softmax", dtype="float32"))
     return keras.Sequential(layers)
