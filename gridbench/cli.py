@@ -237,8 +237,10 @@ def _search(args: argparse.Namespace) -> int:
 
     from gridbench.search import backends, plan_pair, plan_search, run_search
     from gridbench.search.progress import SearchProgress, print_search
+    from gridbench.search.run import EarlyStart
 
     spec = _load(args)
+    started = EarlyStart()
     named = backends.parse_flag(args.backend)
     if args.device == "both":
         from gridbench.compare.prices import PriceTable
@@ -248,7 +250,11 @@ def _search(args: argparse.Namespace) -> int:
             spec, _search_options(args, "cpu", named.get("cpu")), _search_options(args, "gpu", named.get("gpu"))
         )
     else:
-        plans = [plan_search(spec, _search_options(args, args.device, named.get(args.device)))]
+        try:  # Ray starts while the backends are asked about GPUs
+            plans = [plan_search(spec, _search_options(args, args.device, named.get(args.device)), started)]
+        except BaseException:
+            started.stop()
+            raise
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # logs: keep the results table on one line per trial
@@ -258,7 +264,7 @@ def _search(args: argparse.Namespace) -> int:
         # A later search of --device both was asked for when the one before it ended.
         requested_at = time.time() if results else None
         progress = SearchProgress(console, spec.metric, plan.spec.workload.train_metric)
-        result = run_search(plan, observer=progress, requested_at=requested_at)
+        result = run_search(plan, observer=progress, requested_at=requested_at, started=started)
         print_search(console, result)
         results.append(result)
     if args.device == "both":

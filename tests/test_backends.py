@@ -192,3 +192,25 @@ def test_on_a_gpu_machine_the_first_backend_that_sees_it_is_chosen(monkeypatch):
     expected = next(b for b in backends.GPU_ORDER if backends.installed(b) and backends.probe(b).sees_gpu)
     assert choice.backend == expected and choice.probe_s > 0
     assert f"{expected} sees " in choice.reason
+
+
+def test_ray_starts_while_the_backends_are_asked_and_never_for_bad_input(monkeypatch, fake_probes):
+    """The planner runs `while_probing` (the search's Ray start) beside the probe, after every check it can make first."""
+    import threading
+
+    monkeypatch.setattr(environment, "visible_gpu_count", lambda: 1)
+    probing_threads, started = [], []
+
+    def probe_noting_its_thread(backend):
+        probing_threads.append(threading.current_thread().name)
+        return fake_probes(backend)
+
+    monkeypatch.setattr(backends, "probe", probe_noting_its_thread)
+    spec = load_spec("digits")
+    plan = plan_search(spec, SearchOptions(device="gpu"), lambda *request: started.append(request))
+    assert plan.backend == "jax" and started == [(None, plan.cpus, 1)]
+    # The probe answered in another thread while this one (Ray's start) went on.
+    assert probing_threads and probing_threads[0] != threading.main_thread().name
+    with pytest.raises(UserError, match="--max-trials"):
+        plan_search(spec, SearchOptions(device="gpu", max_trials=1), lambda *r: started.append(r))
+    assert len(started) == 1  # bad input: no Ray

@@ -80,11 +80,11 @@ def test_data_parallel_search_plans_are_refused_where_they_cannot_run(monkeypatc
     plan = plan_search(mnist, SearchOptions(device="gpu", backend="jax", gpus_per_trial=2, synthetic=True))
     assert plan.data_parallel and plan.spec.params["train_loop"] == "compiled" and plan.concurrency == 2
     with pytest.raises(UserError, match="needs a Keras model on --backend jax with train_loop=compiled"):
-        plan_search(mnist, SearchOptions(device="gpu", backend="torch", gpus_per_trial=2))
+        plan_search(mnist, SearchOptions(device="gpu", backend="torch", gpus_per_trial=2, synthetic=True))
     with pytest.raises(UserError, match="batch_size 6 does not split evenly over 4 GPUs"):
         plan_search(
             load_spec("mnist").with_overrides({"batch_size": "6"}),
-            SearchOptions(device="gpu", backend="jax", gpus_per_trial=4),
+            SearchOptions(device="gpu", backend="jax", gpus_per_trial=4, synthetic=True),
         )
 
 

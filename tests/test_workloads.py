@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import types
 
 import pytest
@@ -86,3 +87,60 @@ for loop in ("fit", "compiled"):
     assert fit[4] == compiled[4] == "4"
     assert float(compiled[5]) < 0.5 and float(fit[5]) < 0.5
     assert float(compiled[6]) > 0.9 and abs(float(compiled[6]) - float(fit[6])) < 0.05
+
+
+@pytest.mark.slow
+def test_a_reused_program_trains_exactly_as_a_fresh_one(kept_environ):
+    """Two trials of one program in one worker: the second compiles nothing and learns exactly what it would alone."""
+    pytest.importorskip("jax")
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import json, sys
+from gridbench.datasets import find
+from gridbench.trial import TrialContext, run_trial
+from gridbench.workloads import WORKLOADS
+name = sys.argv[1]
+params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
+params.update(epochs=3, batch_size=32, train_loop="compiled", optimizer="adam", hidden_units=32)
+context = TrialContext(name, params, find.locate("digits"), "cpu", "jax", cpus=2, seed=0)
+configs = {"a": {"learning_rate": 0.003, "dropout": 0.1}, "b": {"learning_rate": 0.001, "dropout": 0.3}}
+for c in sys.argv[2].split(","):
+    out = run_trial(configs[c], context).to_dict()
+    m = out["metrics"]
+    print(json.dumps([c, out["status"], out["tags"].get("program.reused"), m.get("compile_s"),
+                      m.get("test_accuracy"), m.get("train_loss")]))
+"""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    for name in ("mlp", "cnn"):
+        rows = {}
+        for order in ("a,b", "b"):
+            out = subprocess.run([sys.executable, "-c", script, name, order], capture_output=True, text=True, env=env)
+            assert out.returncode == 0, out.stderr[-3000:]
+            for line in out.stdout.splitlines():
+                if line.startswith("["):
+                    row = json.loads(line)
+                    rows[(order, row[0])] = row
+        first, reused, fresh = rows[("a,b", "a")], rows[("a,b", "b")], rows[("b", "b")]
+        assert first[1:3] == ["FINISHED", "no"] and first[3] > 0.05
+        assert reused[1:3] == ["FINISHED", "yes"] and reused[3] < first[3] / 10
+        assert fresh[1:3] == ["FINISHED", "no"]
+        # The same executable on the same initial state and data: the same numbers, bit for bit.
+        assert reused[4:] == fresh[4:], name
+        assert reused[4] != first[4] or reused[5] != first[5]  # and b did not merely repeat a
+
+
+def test_grid_order_puts_program_axes_first_and_names_one_configuration_per_program():
+    from gridbench.search.run import grid_order, program_representatives
+
+    from gridbench.spec import load_spec
+
+    spec = load_spec("mnist").with_overrides(grids={"dropout": ["0.1", "0.2"]})
+    assert [axis for axis, _ in grid_order(spec)] == ["batch_size", "hidden_units", "dropout", "learning_rate"]
+    programs = program_representatives(spec)
+    # batch_size x hidden_units decide the program; learning rate and dropout do not.
+    assert {(p["batch_size"], p["hidden_units"]) for p in programs} == {(128, 256), (256, 256), (128, 512), (256, 512)}
+    assert len(programs) == 4 and programs[0] == {"batch_size": 128, "hidden_units": 256, "dropout": 0.1,
+                                                  "learning_rate": 0.001}  # fmt: skip

@@ -6,7 +6,9 @@ spec + options -> backend, GPUs and cores, data, store -> SearchPlan
 from __future__ import annotations
 
 import importlib.util
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from gridbench import environment
 from gridbench.datasets import SHAPES, DataSource
@@ -93,11 +95,15 @@ class SearchPlan:
         return max(1, allowed)
 
 
-def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
+def plan_search(
+    spec: ExperimentSpec, options: SearchOptions, while_probing: Callable[[str | None, int, int], None] | None = None
+) -> SearchPlan:
     """Checks the request against this machine, the data and the store; raises UserError.
 
-    The checks that need no backend come first, then the backend (asking backends whether
-    they see a GPU takes seconds), then the data and the store.
+    The checks that need no backend come first (the data and the store among them),
+    then the backend: asking backends whether they see a GPU takes seconds, and
+    `while_probing(address, cpus, gpus)` runs meanwhile (the search starts Ray then,
+    gridbench.search.run.EarlyStart). Only the checks that depend on the backend come after.
     """
     if options.device not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
@@ -143,9 +149,15 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         raise UserError(
             f"--cpus-per-trial {cpus} is more than the {cores} cores this search may use; use at most {cores}"
         )
+    data = locate(spec.dataset, options.data_dir, options.synthetic)
+    tracking_uri = resolve_tracking_uri(options.tracking_uri)
+    check_tracking_uri(tracking_uri)
+    meanwhile = (lambda: while_probing(options.address, cores, gpus)) if while_probing else None
     if workload.framework == "keras":
-        choice = _choose_backend(options, visible_gpus)
+        choice = _while(lambda: _choose_backend(options, visible_gpus), meanwhile)
     else:
+        if meanwhile is not None:
+            meanwhile()
         if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
             raise UserError(
                 f"model {workload.name} on --device gpu needs CuPy: pip install 'gridbench[cuda13]' (or [cuda12])"
@@ -154,9 +166,6 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     spec = spec.for_backend(choice.backend, options.device)
     if gpus_per_trial > 1:
         _check_data_parallel(spec, choice.backend, gpus_per_trial)
-    data = locate(spec.dataset, options.data_dir, options.synthetic)
-    tracking_uri = resolve_tracking_uri(options.tracking_uri)
-    check_tracking_uri(tracking_uri)
     return SearchPlan(
         spec=spec,
         options=options,
@@ -182,6 +191,16 @@ def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> t
         reason = f"the GPU search's, so that the pair compares like for like ({gpu_plan.backend_choice.reason})"
         cpu = replace(cpu, backend_choice=backends.BackendChoice(gpu_plan.backend, reason))
     return plan_search(spec, cpu), gpu_plan
+
+
+def _while(task: Callable[[], backends.BackendChoice], meanwhile: Callable[[], None] | None):
+    """task(), with meanwhile() run in this thread while task runs in another (Ray starts in the main thread)."""
+    if meanwhile is None:
+        return task()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gridbench-probe") as pool:
+        answer = pool.submit(task)
+        meanwhile()
+        return answer.result()
 
 
 def _choose_backend(options: SearchOptions, visible_gpus: int) -> backends.BackendChoice:

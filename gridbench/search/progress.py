@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 TIMING_COLUMNS = {
     schema.STEADY_EPOCH_S: (
         ("setup s", schema.SETUP_S, 3),
+        ("compile s", schema.COMPILE_S, 3),  # compiled loops only
         ("warm-up s", schema.WARMUP_EPOCH_S, 3),
         ("steady s/epoch", schema.STEADY_EPOCH_S, 4),
         ("± sd", schema.STEADY_EPOCH_STD_S, 2),
@@ -84,6 +85,9 @@ class SearchProgress:
             if self.train_metric == schema.STEADY_EPOCH_S:
                 steady, warmup = _fmt(m.get(schema.STEADY_EPOCH_S)), _fmt(m.get(schema.WARMUP_EPOCH_S))
                 timing = f"steady {steady} s/epoch, warm-up {warmup} s"
+                if schema.COMPILE_S in m:
+                    reused = "reused" if record.tags.get(schema.PROGRAM_REUSED) == "yes" else "compiled"
+                    timing += f", program {reused} in {_fmt(m[schema.COMPILE_S])} s"
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
@@ -165,6 +169,8 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     if not result.plan.data.synthetic:
         columns.append(_Column(spec.metric, [_fmt(t.metrics.get(spec.metric)) for t in finished]))
     for header, key, digits in timing_columns:
+        if key == schema.COMPILE_S and not any(key in t.metrics for t in finished):
+            continue  # no compiled loop in this search
         columns.append(_Column(header, [_cell(t.metrics, key, digits) for t in finished]))
     columns.append(_Column("device", [t.tags.get(schema.DEVICE_ACTUAL, "?") for t in finished], justify="left"))
 
@@ -223,7 +229,10 @@ def print_search(console: Console, result: SearchResult) -> None:
     console.print(
         f"makespan {s.makespan_s:.1f} s for {s.trials_total} trials at concurrency {s.concurrency}; "
         f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
-        f"first trial started {s.time_to_first_trial_s:.1f} s after the command ("
+        f"training share {s.training_share:.2f} (timed epochs {s.epochs_sum_s:.1f} s / makespan x concurrency)"
+    )
+    console.print(
+        f"first trial started {s.time_to_first_trial_s:.1f} s after the command; start-up {s.startup_s:.1f} s ("
         + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
         + f"Ray start {s.ray_start_s:.1f} s)"
     )

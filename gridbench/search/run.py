@@ -8,11 +8,13 @@ finished or failed trial into a TrialRecord and hands it to the Recorder.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from gridbench.tracking.schema import SearchStatus
 from gridbench.tracking.store import MlflowRecorder, Recorder
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
 from gridbench.trial.outcome import TrialOutcome
+from gridbench.workloads import RUNTIME_HYPERPARAMETERS, program_key
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], TrialOutcome]
 
@@ -51,29 +54,60 @@ class SearchResult:
     summary: SearchSummary
 
 
-def _start_ray(plan: SearchPlan) -> None:
+def _start_ray(address: str | None, cpus: int, gpus: int) -> None:
+    _quiet_ray()
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
-    if plan.options.address:
+    if address:
         try:
             # The cluster's nodes bring their own resources; they must reach the same data path.
-            ray.init(address=plan.options.address, **quiet)
+            ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(
-                f"--address {plan.options.address}: cannot join the Ray cluster ({first}); "
+                f"--address {address}: cannot join the Ray cluster ({first}); "
                 f"start it with `ray start --head` or fix --address"
             ) from None
         return
     ray.init(
         # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
         address="local",
-        num_cpus=plan.cpus,  # --cpus N: Ray hands out N cores
-        num_gpus=plan.gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
+        num_cpus=cpus,  # --cpus N: Ray hands out N cores
+        num_gpus=gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
         include_dashboard=False,
         **quiet,
     )
+
+
+class EarlyStart:
+    """Starts Ray while the planner waits for the backends' answers (plan_search's `while_probing`).
+
+    Asking the backends whether they see a GPU takes seconds in subprocesses, and so
+    does starting Ray; one need not wait for the other. MLflow is imported meanwhile
+    too, in a thread, for the store that opens next. If planning then fails, `stop`
+    shuts this Ray down again.
+    """
+
+    def __init__(self) -> None:
+        self.ray_start_s: float | None = None
+
+    def __call__(self, address: str | None, cpus: int, gpus: int) -> None:
+        threading.Thread(target=_import_mlflow, name="gridbench-import-mlflow", daemon=True).start()
+        start = time.perf_counter()
+        _start_ray(address, cpus, gpus)
+        self.ray_start_s = time.perf_counter() - start
+
+    def stop(self) -> None:
+        if self.ray_start_s is not None:
+            import ray
+
+            ray.shutdown()
+            self.ray_start_s = None
+
+
+def _import_mlflow() -> None:
+    import mlflow  # noqa: F401  (imported for its side effect: the store opens without waiting for it)
 
 
 def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None:
@@ -105,18 +139,20 @@ def run_search(
     requested_at: float | None = None,
     extra_tags: Mapping[str, str] | None = None,
     open_recorder: Callable[[str, str], Recorder] = MlflowRecorder,
+    started: EarlyStart | None = None,
 ) -> SearchResult:
     """Runs the planned search; `observer` (gridbench.search.progress.SearchProgress) hears of each trial.
 
     `requested_at` (Unix time) is when the user asked for this search, for its time
     to first trial; by default the command's start (this process's creation).
     `open_recorder(tracking_uri, spec_name)` opens where the records go (MLflow).
+    `started`: the Ray that planning started (EarlyStart); by default Ray starts here.
     """
     _quiet_ray()
     import ray
 
     env = environment.collect()
-    recorder, ray_start_s, resources = _start(plan, open_recorder)
+    recorder, ray_start_s, resources = _start(plan, open_recorder, started)
     storage = tempfile.mkdtemp(prefix="gridbench-ray-")
     status, error, summary = SearchStatus.FAILED, None, None
     try:
@@ -131,10 +167,10 @@ def run_search(
         callback = _recording_callback(plan, recorder, tags, observer)
         if observer is not None:
             observer.start(plan.trials_total)
-        makespan = _fit(plan, runner, callback, concurrency, storage)
+        makespan, fit_started_at = _fit(plan, runner, callback, concurrency, storage)
         trials = tuple(callback.records)
         process_start = requested_at if requested_at is not None else _process_start_time()
-        summary = summarise(plan, trials, concurrency, makespan, ray_start_s, process_start)
+        summary = summarise(plan, trials, concurrency, makespan, ray_start_s, process_start, fit_started_at)
         status = SearchStatus.FINISHED
         if len(trials) < plan.trials_total:
             status, error = SearchStatus.KILLED, f"the search stopped after {len(trials)} of {plan.trials_total} trials"
@@ -153,8 +189,8 @@ def run_search(
         shutil.rmtree(storage, ignore_errors=True)
 
 
-def _start(plan: SearchPlan, open_recorder) -> tuple[Recorder, float, dict[str, float]]:
-    """Starts Ray while the store opens; checks the cluster before anything is written.
+def _start(plan: SearchPlan, open_recorder, started: EarlyStart | None) -> tuple[Recorder, float, dict[str, float]]:
+    """Starts Ray (unless planning did) while the store opens; checks the cluster before anything is written.
 
     Returns the recorder, Ray's start time in seconds and the cluster's resources.
     """
@@ -163,9 +199,12 @@ def _start(plan: SearchPlan, open_recorder) -> tuple[Recorder, float, dict[str, 
     # Importing MLflow and opening its store takes seconds; do it while Ray starts.
     with ThreadPoolExecutor(max_workers=1) as pool:
         opening = pool.submit(open_recorder, plan.tracking_uri, plan.spec.name)
-        ray_start = time.perf_counter()
-        _start_ray(plan)
-        ray_start_s = time.perf_counter() - ray_start
+        if started is not None and started.ray_start_s is not None:
+            ray_start_s = started.ray_start_s
+        else:
+            ray_start = time.perf_counter()
+            _start_ray(plan.options.address, plan.cpus, plan.gpus)
+            ray_start_s = time.perf_counter() - ray_start
         try:
             recorder = opening.result()
             # Ray would queue a trial no node can hold forever.
@@ -275,10 +314,11 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
         inner_axis=spec.workload.inner_axis,
         inner_values=plan.inner_values,
         compile_cache_dir=os.path.join(storage, "jax-cache") if options.compile_cache else None,
+        programs=program_representatives(spec),
     )
     param_space = {
         axis: tune.grid_search(list(values))
-        for axis, values in sorted(spec.grid.items())
+        for axis, values in grid_order(spec)
         if axis != spec.workload.inner_axis  # trained inside each trial
     }
     param_space[REPEAT_KEY] = tune.grid_search(list(range(spec.repeats)))
@@ -298,9 +338,33 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
             failure_config=tune.FailureConfig(max_failures=0),
         ),
     )
-    start = time.perf_counter()
+    started_at, start = time.time(), time.perf_counter()
     tuner.fit()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, started_at
+
+
+def grid_order(spec: ExperimentSpec) -> list[tuple[str, tuple]]:
+    """The grid's axes in the order Tune enumerates them: the first varies fastest.
+
+    Axes that change the program come first, the runtime ones (learning rate, dropout
+    rate) after them, so that the first trials cover the distinct programs and the
+    later ones find theirs compiled.
+    """
+    return sorted(spec.grid.items(), key=lambda item: (item[0] in RUNTIME_HYPERPARAMETERS, item[0]))
+
+
+def program_representatives(spec: ExperimentSpec) -> tuple[dict[str, Any], ...]:
+    """One grid point per distinct program of the search, in Tune's order (workers compile them ahead)."""
+    axes = [(axis, values) for axis, values in grid_order(spec) if axis != spec.workload.inner_axis]
+    seen, representatives = set(), []
+    # Tune varies the first axis fastest: itertools.product varies the last, so reverse both ways.
+    for point in itertools.product(*(values for _, values in reversed(axes))):
+        configuration = dict(zip((axis for axis, _ in reversed(axes)), point))
+        key = program_key({**spec.params, **configuration})
+        if key not in seen:
+            seen.add(key)
+            representatives.append(configuration)
+    return tuple(representatives)
 
 
 def summarise(
@@ -310,6 +374,7 @@ def summarise(
     makespan_s: float,
     ray_start_s: float,
     process_start: float,
+    fit_started_at: float | None = None,
 ) -> SearchSummary:
     """The search's totals from its trials: pure arithmetic, no Ray, no store."""
     spec = plan.spec
@@ -327,6 +392,8 @@ def summarise(
         time_to_first_trial_s=min((t.started_at for t in trials), default=process_start) - process_start,
         trial_wall_sum_s=sum(t.metrics.get(schema.TRIAL_WALL_S, 0.0) for t in trials),
         best_metric=best,
+        epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
+        startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
     )
 
 

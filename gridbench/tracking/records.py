@@ -73,7 +73,15 @@ class SearchSummary:
     time_to_first_trial_s: float  # command start (process creation) to the first trial's start
     trial_wall_sum_s: float
     best_metric: float | None
-    backend_probe_s: float = 0.0  # asking backends in subprocesses whether they see a GPU, before Ray starts
+    backend_probe_s: float = 0.0  # asking backends in subprocesses whether they see a GPU, while Ray starts
+    epochs_sum_s: float = 0.0  # every trial's timed epochs added up (an epoch shared by several trials once)
+    startup_s: float = 0.0  # command start to Tune's start: the start-up that overlapping left
+
+    @property
+    def training_share(self) -> float:
+        """The share of the search's slot-time spent in timed epochs: 1.0 would be training only."""
+        slot_time = self.makespan_s * self.concurrency
+        return self.epochs_sum_s / slot_time if slot_time else float("nan")
 
     @property
     def ideal_makespan_s(self) -> float:
@@ -98,6 +106,9 @@ class SearchSummary:
             schema.TRIAL_WALL_SUM_S: self.trial_wall_sum_s,
             schema.OVERHEAD_RATIO: self.overhead_ratio,
             schema.OVERHEAD_S: self.makespan_s - self.ideal_makespan_s,
+            schema.EPOCHS_SUM_S: self.epochs_sum_s,
+            schema.TRAINING_SHARE: self.training_share,
+            schema.STARTUP_S: self.startup_s,
         }
         if self.best_metric is not None:
             values[schema.BEST_METRIC] = self.best_metric

@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Kind(enum.Enum):
@@ -152,6 +152,13 @@ CONCURRENCY = _metric("concurrency", On.SEARCH, "trials the resources allowed at
 OVERHEAD_RATIO = _metric("overhead_ratio", On.SEARCH, "makespan / (trial wall sum / concurrency)")
 OVERHEAD_S = _metric("overhead_s", On.SEARCH, "makespan - trial wall sum / concurrency")
 BEST_METRIC = _metric("best_metric", On.SEARCH, "the best value of the ranking metric")
+EPOCHS_SUM_S = _metric("epochs_sum_s", On.SEARCH, "every trial's timed epochs added up (a shared epoch once)", since=3)
+TRAINING_SHARE = _metric(
+    "training_share", On.SEARCH, "epochs_sum_s / (makespan x concurrency): the share of the search spent training", since=3
+)
+STARTUP_S = _metric(
+    "startup_s", On.SEARCH, "from the command's start to the trials' (Tune's) start: what overlapping left", since=3
+)
 
 # --- A trial (nested run) ------------------------------------------------------------------------------------------
 PARENT_RUN = _tag("mlflow.parentRunId", On.TRIAL, "the search's run (MLflow's own tag)")
@@ -168,6 +175,14 @@ THREADS_PREFIX = _tag("threads.", On.TRIAL, "threads.<pool>: thread counts the t
 
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")
+COMPILE_S = _metric(
+    "compile_s", On.TRIAL, "tracing and compiling the trial's program, or waiting for it (about 0: reused)", since=3
+)
+PROGRAM_REUSED = _tag("program.reused", On.TRIAL, "yes: the program was compiled before this trial needed it", since=3)
+PROGRAMS_AHEAD = _metric(
+    "programs_compiled_ahead", On.TRIAL, "programs of later trials this trial started compiling in the background"
+)
+TRAIN_EPOCHS_S = _metric("train_epochs_s", On.TRIAL, "this trial's timed epochs added up (its share, when shared)")
 FIT_S = _metric("fit_s", On.TRIAL, "training, warm-up included")
 FIT_OUTSIDE_EPOCHS_S = _metric("fit_outside_epochs_s", On.TRIAL, "what fit() spends outside its epochs")
 EVAL_S = _metric("eval_s", On.TRIAL, "scoring the held-out set")

@@ -45,6 +45,9 @@ class TrialContext:
     compile_cache_dir: str | None = None  # JAX programs compiled once per search and shared; None: off
     inner_axis: str | None = None  # a grid axis trained inside each trial (Workload.inner_axis)
     inner_values: tuple = ()
+    # One configuration per distinct program of the search (gridbench.workloads.program_key):
+    # a GPU worker compiles them ahead of need while its first trial trains.
+    programs: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def memory_fraction(self) -> float:
@@ -186,6 +189,11 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
             session = entry.open_session(hyperparameters, data, seed=context.seed + repeat)
             session.build()
         _check_device(outcome, context, session, f"{context.backend} placed the model")
+        if hasattr(session, "compile"):  # a compiled loop: its program from the worker's cache
+            ahead = _compile_ahead(entry, context, data, session)
+            with clock.phase("compile"):
+                outcome.tags.update(session.compile())
+            outcome.metrics.update({schema.COMPILE_S: clock.phases["compile"], schema.PROGRAMS_AHEAD: ahead})
         clock.sync = session.sync
         sampler = _sampler(gpus)
         with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
@@ -205,6 +213,7 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
             schema.EVAL_S: clock.phases["eval"],
             **epochs,
             schema.SAMPLES_PER_S: session.train_samples / epochs[schema.STEADY_EPOCH_S],
+            schema.TRAIN_EPOCHS_S: sum(clock.epochs),
             **fit_metrics,
             **_without_accuracy(eval_metrics, context.data),
         }
@@ -212,6 +221,29 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
     outcome.epoch_times = list(clock.epochs)
     outcome.tags.update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": _blas_threads()})
     outcome.tags.update(session.facts())
+
+
+def _compile_ahead(entry, context: TrialContext, data: Dataset, session) -> int:
+    """Starts compiling, in background threads, the search's other programs this worker lacks.
+
+    On a GPU only: XLA compiles on the host while the device trains, and a CPU trial's
+    cores are its own (compiling beside it would slow the very epochs it times).
+    Programs of other shapes (train_size) compile from their shapes, without their data.
+    """
+    from gridbench.workloads.programs import PROGRAMS
+
+    if context.device != "gpu" or not context.programs or not hasattr(session, "compile_detached"):
+        return 0
+    import keras
+
+    if keras.distribution.distribution() is not None:  # data parallelism: compiled by each trial, then reused
+        return 0
+    jobs = {}
+    for configuration in context.programs:
+        other = entry.open_session({**context.params, **configuration}, data, seed=context.seed)
+        if hasattr(other, "compile_detached") and other.program_key != session.program_key:
+            jobs[other.program_key] = other.compile_detached
+    return PROGRAMS.compile_ahead(jobs)
 
 
 def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):

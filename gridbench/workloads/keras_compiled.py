@@ -20,6 +20,7 @@ JAX backend only (gridbench.workloads.resolve_train_loop refuses the others).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import jax
@@ -28,6 +29,7 @@ import keras
 import numpy as np
 
 from gridbench.datasets import Dataset
+from gridbench.workloads import program_key
 from gridbench.workloads.keras_common import (
     check_divisible_batch,
     data_parallel,
@@ -36,6 +38,7 @@ from gridbench.workloads.keras_common import (
     normalise_device,
     precision_policy,
 )
+from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
@@ -109,13 +112,22 @@ def _batch_sharder(distribution):
 
 
 class CompiledSession:
-    """One trial's model on the compiled loop: build (data to device), fit, evaluate.
+    """One trial's model on the compiled loop: build (data to device), compile, fit, evaluate.
 
     `build_model` returns the uncompiled Keras model; it runs under the trial's dtype policy.
+    The compiled program comes from the worker's cache (gridbench.workloads.programs):
+    a trial whose program key an earlier trial (or a compilation ahead) has compiled
+    only builds a fresh model for its initial state (its seed, learning rate and
+    dropout rate) and runs the same executable.
     """
 
     def __init__(
-        self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int, build_model: Callable[[], keras.Model]
+        self,
+        hyperparameters: Mapping[str, Any],
+        data: Dataset,
+        seed: int,
+        build_model: Callable[[], keras.Model],
+        workload: str = "",
     ):
         self.build_model = build_model
         self.hyperparameters = dict(hyperparameters)
@@ -126,39 +138,76 @@ class CompiledSession:
         if self.steps == 0:
             raise ValueError(f"batch_size {self.batch_size} is larger than the {len(data.x_train)} training samples")
         self.train_samples = self.steps * self.batch_size
+        self.workload = workload
         self.state: tuple | None = None
+        self.program: Program | None = None
+
+    @property
+    def program_key(self) -> tuple:
+        """Everything the compiled executable depends on: program, data shapes, device, data parallelism."""
+        x, y = self.data.x_train, self.data.y_train
+        distribution = keras.distribution.distribution()
+        devices = tuple(str(d) for d in jax.local_devices()) if distribution else (str(jax.local_devices()[0]),)
+        return (
+            self.workload,
+            program_key(self.hyperparameters),
+            x.shape,
+            str(x.dtype),
+            y.shape,
+            self.data.num_classes,
+            devices,
+        )
+
+    def _model_and_optimizer(self) -> tuple[keras.Model, keras.Optimizer]:
+        with precision_policy(self.hyperparameters):
+            model = self.build_model()
+        optimizer = make_optimizer(self.hyperparameters)
+        if model.dtype_policy.name == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+        return model, optimizer
 
     def build(self) -> None:
-        keras.utils.set_random_seed(self.seed)
-        distribution = data_parallel()
-        check_divisible_batch(self.batch_size, distribution)
-        with precision_policy(self.hyperparameters):
-            self.model = self.build_model()
-        self.optimizer = make_optimizer(self.hyperparameters)
-        if self.model.dtype_policy.name == "mixed_float16":
-            self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
-        self.optimizer.build(self.model.trainable_variables)
-        loss_fn = keras.losses.SparseCategoricalCrossentropy()
-        state = (
-            [v.value for v in self.model.trainable_variables],
-            [v.value for v in self.model.non_trainable_variables],
-            [v.value for v in self.optimizer.variables],
-        )
+        with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
+            keras.utils.set_random_seed(self.seed)
+            distribution = data_parallel()
+            check_divisible_batch(self.batch_size, distribution)
+            self.model, self.optimizer = self._model_and_optimizer()
         # The data live where the model does, copied once, outside the timed epochs.
         # Committing the state to that device too keeps the second epoch from compiling
         # again (the first epoch's outputs are committed; Keras' initial values are not).
         # Under data parallelism every device holds the weights and the training set
         # (replicated) and each batch is split over the devices.
-        place = distribution_layouts(distribution) or next(iter(state[0][0].devices()))
-        self.state = jax.device_put(state, place)
-        self.x_train = jax.device_put(self.data.x_train, place)
-        self.y_train = jax.device_put(self.data.y_train.astype(np.int32), place)
-        self.key = jax.device_put(jax.random.key(self.seed), place)
-        step = make_train_step(self.model, self.optimizer, loss_fn)
-        shard = (lambda batch: batch) if distribution is None else _batch_sharder(distribution)
-        # Donating the state lets XLA update the weights in place.
-        self._train_epoch = jax.jit(make_train_epoch(step, self.steps, self.batch_size, shard), donate_argnums=0)
-        self._correct = jax.jit(make_correct_count(self.model))
+        self.place = distribution_layouts(distribution) or jax.local_devices()[0]
+        self.state = jax.device_put(_state_of(self.model, self.optimizer), self.place)
+        self.x_train = jax.device_put(self.data.x_train, self.place)
+        self.y_train = jax.device_put(self.data.y_train.astype(np.int32), self.place)
+        self.key = jax.device_put(jax.random.key(self.seed), self.place)
+
+    def compile(self) -> dict[str, str]:
+        """Takes the program from the worker's cache, compiling it if this trial is the first to need it."""
+        lookup = PROGRAMS.get(self.program_key, lambda: _compile(self.model, self.optimizer, self._arguments(), self.steps, self.batch_size, self.place))
+        self.program = lookup.program
+        return {"program.reused": "yes" if lookup.reused else "no"}
+
+    def compile_detached(self) -> Program:
+        """Compiles this session's program from shapes alone (no data on the device): for compiling ahead."""
+        with BUILD_LOCK:
+            model, optimizer = self._model_and_optimizer()
+        place = jax.local_devices()[0]
+        state = jax.device_put(_state_of(model, optimizer), place)
+        sharding = _sharding(place)
+        x, y = self.data.x_train, self.data.y_train
+        arguments = (
+            state,
+            jax.device_put(jax.random.key(0), place),
+            jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+            jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
+        )
+        return _compile(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True)
+
+    def _arguments(self) -> tuple:
+        return self.state, self.key, self.x_train, self.y_train
 
     def actual_device(self) -> str:
         """Where the weights and the training data are; they must agree."""
@@ -172,10 +221,12 @@ class CompiledSession:
             jax.block_until_ready(self.state)
 
     def fit(self, clock: PhaseClock) -> dict[str, float]:
+        if self.program is None:  # not compiled in a phase of its own: compiling is the warm-up's part
+            self.compile()
         losses = []
         for _ in range(int(self.hyperparameters["epochs"])):
             clock.epoch_begin()
-            self.state, self.key, loss = self._train_epoch(self.state, self.key, self.x_train, self.y_train)
+            self.state, self.key, loss = self.program.train_epoch(self.state, self.key, self.x_train, self.y_train)
             clock.epoch_end()
             losses.append(loss)
         self._write_back()
@@ -200,11 +251,53 @@ class CompiledSession:
         padding = -len(x) % EVAL_BATCH
         x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
         y = np.concatenate([y, np.full(padding, -1, np.int32)])
-        correct = sum(
-            int(self._correct(trainable, non_trainable, x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]))
-            for i in range(0, len(x), EVAL_BATCH)
+        chunks = (
+            jax.device_put((x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]), self.place) for i in range(0, len(x), EVAL_BATCH)
         )
+        correct = sum(int(self.program.correct(trainable, non_trainable, *chunk)) for chunk in chunks)
         return {"test_accuracy": correct / len(self.data.x_test)}
 
     def facts(self) -> dict[str, str]:
         return {**keras_facts(self.model), "train_loop": "compiled", "steps_per_execution": str(self.steps)}
+
+
+def _state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
+    return (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+    )
+
+
+def _compile(
+    model: keras.Model,
+    optimizer: keras.Optimizer,
+    arguments: tuple,
+    steps: int,
+    batch_size: int,
+    place,
+    ahead: bool = False,
+) -> Program:
+    """Traces and compiles one epoch and the evaluation chunk for `arguments`' shapes and placement.
+
+    The model and optimizer only give the program its structure: any state of the
+    same structure (another seed, learning rate or dropout rate) runs through it.
+    """
+    start = time.perf_counter()
+    distribution = keras.distribution.distribution()
+    step = make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy())
+    shard = (lambda batch: batch) if distribution is None else _batch_sharder(distribution)
+    # Donating the state lets XLA update the weights in place.
+    train_epoch = jax.jit(make_train_epoch(step, steps, batch_size, shard), donate_argnums=0).lower(*arguments).compile()
+    state, _, x_train, _ = arguments
+    trainable, non_trainable, _ = state
+    sharding = _sharding(place)
+    chunk = jax.ShapeDtypeStruct((EVAL_BATCH, *x_train.shape[1:]), x_train.dtype, sharding=sharding)
+    labels = jax.ShapeDtypeStruct((EVAL_BATCH,), np.int32, sharding=sharding)
+    correct = jax.jit(make_correct_count(model)).lower(trainable, non_trainable, chunk, labels).compile()
+    return Program(train_epoch, correct, time.perf_counter() - start, ahead)
+
+
+def _sharding(place) -> jax.sharding.Sharding:
+    """A device (one-device trials) or a layout (data parallelism), as a sharding."""
+    return place if isinstance(place, jax.sharding.Sharding) else jax.sharding.SingleDeviceSharding(place)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 from keras import ops
-from scikeras.wrappers import KerasClassifier
 
 from gridbench.datasets import Dataset
 from gridbench.workloads.keras_layers import TunableDropout
@@ -27,6 +26,8 @@ from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this mod
 )
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
+    from scikeras.wrappers import KerasClassifier
+
     from gridbench.trial.timing import PhaseClock
 
 
@@ -44,6 +45,10 @@ def build_mlp(hidden_units: int, hidden_layers: int, dropout: float, meta: dict[
 
 def make_estimator(hyperparameters: Mapping[str, Any], seed: int, callbacks: list | None = None) -> KerasClassifier:
     """The MLP as a scikit-learn classifier, usable with GridSearchCV as it is."""
+    # Imported here: SciKeras imports TensorFlow where it is installed (2.3 s on the
+    # developer machine), which the compiled loop on JAX never needs.
+    from scikeras.wrappers import KerasClassifier
+
     return KerasClassifier(
         model=build_mlp,
         model__hidden_units=hyperparameters["hidden_units"],
@@ -70,7 +75,7 @@ def open_session(hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
         hp = hyperparameters
         meta = {"n_features_in_": data.x_train.shape[1], "n_classes_": data.num_classes}
         return CompiledSession(
-            hp, data, seed, lambda: build_mlp(hp["hidden_units"], hp["hidden_layers"], hp["dropout"], meta)
+            hp, data, seed, lambda: build_mlp(hp["hidden_units"], hp["hidden_layers"], hp["dropout"], meta), workload="mlp"
         )
     return KerasMLPSession(hyperparameters, data, seed)
 

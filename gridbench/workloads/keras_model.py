@@ -32,6 +32,7 @@ class Entry:
     """A model family's entry: the common Keras set-up, and sessions that build its model."""
 
     def __init__(self, family: str):
+        self.family = family
         self.build = keras_families.BUILDERS[family]
 
     def prepare(self, context) -> None:
@@ -46,7 +47,7 @@ class Entry:
         if hyperparameters.get("train_loop") == "compiled":
             from gridbench.workloads.keras_compiled import CompiledSession
 
-            return CompiledSession(hyperparameters, data, seed, build_model)
+            return CompiledSession(hyperparameters, data, seed, build_model, workload=self.family)
         return KerasFitSession(hyperparameters, data, seed, build_model)
 
 
