@@ -17,6 +17,7 @@ from gridbench.spec import ExperimentSpec
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
 
 DEVICES = ("cpu", "gpu")
+MAX_RETRIES = 100
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class SearchOptions:
     data_dir: str | None = None
     synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
     command_line: str = ""
+    retries: int = 0  # runs again a trial whose worker died, up to this many times (each attempt recorded)
+    keep_ray_logs: bool = False  # keep the search's directory (Ray's session and logs) instead of removing it
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     if options.address and (options.gpus is not None or options.cpus is not None):
         raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
+    if not 0 <= options.retries <= MAX_RETRIES:
+        raise UserError(f"--retries must be 0 to {MAX_RETRIES}, got {options.retries}")
     workload = spec.workload
     trials_total = spec.grid_size * spec.repeats
     if trials_total > options.max_trials:

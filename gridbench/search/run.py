@@ -8,27 +8,32 @@ finished or failed trial into a TrialRecord and hands it to the Recorder.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
-import shutil
+import signal
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.search import placement
+from gridbench.search import lifecycle, placement
+from gridbench.search.lifecycle import SearchInterrupted
 from gridbench.search.plan import SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
-from gridbench.tracking.schema import SearchStatus
+from gridbench.tracking.schema import SearchStatus, TrialStatus
+from gridbench.tracking.stale import driver_tags
 from gridbench.tracking.store import MlflowRecorder, Recorder
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
 from gridbench.trial.outcome import TrialOutcome
+
+if TYPE_CHECKING:
+    from gridbench.search.resume import ResumePoint
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], TrialOutcome]
 
@@ -51,7 +56,7 @@ class SearchResult:
     summary: SearchSummary
 
 
-def _start_ray(plan: SearchPlan) -> None:
+def _start_ray(plan: SearchPlan, ray_dir: str | None = None) -> None:
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
@@ -72,6 +77,7 @@ def _start_ray(plan: SearchPlan) -> None:
         num_cpus=plan.cpus,  # --cpus N: Ray hands out N cores
         num_gpus=plan.gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
         include_dashboard=False,
+        _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
         **quiet,
     )
 
@@ -95,6 +101,9 @@ def _quiet_ray() -> None:
     # Ctrl-C should stop the search at once (finished trials are already in MLflow),
     # not be swallowed by Tune's own graceful-stop handler.
     os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+    # A trial whose worker died is recorded with Ray's reason (RecordingCallback), not printed as a traceback.
+    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)  # "Trials did not complete": recorded as FAILED
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -105,42 +114,80 @@ def run_search(
     requested_at: float | None = None,
     extra_tags: Mapping[str, str] | None = None,
     open_recorder: Callable[[str, str], Recorder] = MlflowRecorder,
+    resume: ResumePoint | None = None,
 ) -> SearchResult:
     """Runs the planned search; `observer` (gridbench.search.progress.SearchProgress) hears of each trial.
 
     `requested_at` (Unix time) is when the user asked for this search, for its time
     to first trial; by default the command's start (this process's creation).
     `open_recorder(tracking_uri, spec_name)` opens where the records go (MLflow).
+    `resume` (gridbench.search.resume.locate) continues that search: only its trials not
+    FINISHED run, recorded under its parent run.
+
+    SIGINT or SIGTERM raise SearchInterrupted once the parent is KILLED and the running
+    trials recorded as KILLED; on every path Ray's processes and the search's directory go.
     """
     _quiet_ray()
-    import ray
-
-    env = environment.collect()
-    recorder, ray_start_s, resources = _start(plan, open_recorder)
-    storage = tempfile.mkdtemp(prefix="gridbench-ray-")
+    if not plan.options.address:
+        lifecycle.local_ray_environment()
+    signals = lifecycle.StopSignals()
+    signals.install()
+    directory = lifecycle.SearchDirectory(keep=plan.options.keep_ray_logs)
+    processes = lifecycle.OwnProcesses()
+    recorder, callback, fit_started = None, None, None
     status, error, summary = SearchStatus.FAILED, None, None
+    concurrency, ray_start_s = 1, 0.0
+    process_start = requested_at if requested_at is not None else _process_start_time()
     try:
+        import ray
+
+        env = environment.collect()
+        recorder, ray_start_s, resources = _start(plan, open_recorder, directory, processes, signals)
         concurrency = plan.concurrency_on(resources.get("CPU", 0), resources.get("GPU", 0))
         tags = search_tags(plan, env, resources, len([n for n in ray.nodes() if n.get("Alive")]), extra_tags)
-        recorder.start(
-            run_name=search_run_name(plan, resources),
-            params=search_params(plan.spec),
-            tags=tags,
-            documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
-        )
-        callback = _recording_callback(plan, recorder, tags, observer)
+        tags.update(driver_tags())
+        if resume is not None:
+            recorder.resume(resume.parent_run_id, tags)
+        else:
+            recorder.start(
+                run_name=search_run_name(plan, resources),
+                params=search_params(plan.spec),
+                tags=tags,
+                documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
+            )
+        callback = _recording_callback(plan, recorder, tags, observer, resume)
         if observer is not None:
-            observer.start(plan.trials_total)
-        makespan = _fit(plan, runner, callback, concurrency, storage)
+            observer.start(plan.trials_total if resume is None else resume.remaining)
+        fit_started = time.perf_counter()
+        _fit(plan, runner, callback, concurrency, directory.tune_dir, resume)
+        signals.check()
+        makespan = time.perf_counter() - fit_started
         trials = tuple(callback.records)
-        process_start = requested_at if requested_at is not None else _process_start_time()
-        summary = summarise(plan, trials, concurrency, makespan, ray_start_s, process_start)
+        summary = summarise(plan, trials, concurrency, makespan, ray_start_s, process_start, resume)
         status = SearchStatus.FINISHED
-        if len(trials) < plan.trials_total:
-            status, error = SearchStatus.KILLED, f"the search stopped after {len(trials)} of {plan.trials_total} trials"
+        if summary.trials_finished + summary.trials_failed < plan.trials_total:
+            ran = summary.trials_finished + summary.trials_failed
+            status, error = SearchStatus.KILLED, f"the search stopped after {ran} of {plan.trials_total} trials"
         return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary)
-    except KeyboardInterrupt:
-        status, error = SearchStatus.KILLED, "interrupted"
+    except KeyboardInterrupt as err:
+        stop = err if isinstance(err, SearchInterrupted) else SearchInterrupted(signal.SIGINT)
+        status, error = SearchStatus.KILLED, f"stopped by {stop.signal_name}"
+        if callback is not None:
+            callback.record_unfinished(stop.signal_name)
+            if fit_started is not None:  # the time it ran, so that a resumed search's sessions all count
+                makespan = time.perf_counter() - fit_started
+                summary = summarise(
+                    plan, tuple(callback.records), concurrency, makespan, ray_start_s, process_start, resume
+                )
+        if recorder is not None and recorder.parent_run_id is not None:
+            kept = sum(t.finished for t in callback.records) if callback is not None else 0
+            stop.hint = (
+                f"search {recorder.parent_run_id} KILLED with {kept + (len(resume.finished) if resume else 0)} of "
+                f"{plan.trials_total} trials finished; continue it with "
+                f"`gridbench search {plan.spec.name} --resume {recorder.parent_run_id}`"
+            )
+        if stop is not err:
+            raise stop from None
         raise
     except BaseException as err:
         error = f"{type(err).__name__}: {err}"
@@ -148,12 +195,34 @@ def run_search(
     finally:
         if observer is not None:
             observer.stop()
-        recorder.finish(summary, status, error)
+        try:
+            if recorder is not None:
+                recorder.finish(summary, status, error)
+        finally:
+            _stop_ray(processes)
+            directory.remove()
+            signals.restore()
+            if directory.keep:
+                print(f"gridbench: Ray's logs and the search's files are kept in {directory.path}", file=sys.stderr)
+
+
+def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
+    """Shuts Ray down, then ends by PID whatever it started and left running (agents once outlived it)."""
+    processes.note()
+    if "ray" in sys.modules:
+        import ray
+
         ray.shutdown()
-        shutil.rmtree(storage, ignore_errors=True)
+    processes.end()
 
 
-def _start(plan: SearchPlan, open_recorder) -> tuple[Recorder, float, dict[str, float]]:
+def _start(
+    plan: SearchPlan,
+    open_recorder,
+    directory: lifecycle.SearchDirectory,
+    processes: lifecycle.OwnProcesses,
+    signals: lifecycle.StopSignals,
+) -> tuple[Recorder, float, dict[str, float]]:
     """Starts Ray while the store opens; checks the cluster before anything is written.
 
     Returns the recorder, Ray's start time in seconds and the cluster's resources.
@@ -162,18 +231,50 @@ def _start(plan: SearchPlan, open_recorder) -> tuple[Recorder, float, dict[str, 
 
     # Importing MLflow and opening its store takes seconds; do it while Ray starts.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        opening = pool.submit(open_recorder, plan.tracking_uri, plan.spec.name)
+        opening = pool.submit(_open_store, open_recorder, plan)
         ray_start = time.perf_counter()
-        _start_ray(plan)
+        try:
+            _start_ray(plan, directory.ray_dir)
+        except SystemExit as exited:
+            # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
+            if exited.code == signal.SIGTERM:
+                raise SearchInterrupted(signal.SIGTERM) from None
+            raise
+        finally:
+            processes.note()
+            signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
+        signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         ray_start_s = time.perf_counter() - ray_start
         try:
-            recorder = opening.result()
+            recorder, stale = opening.result()
+            for run_id in stale:
+                print(
+                    f"gridbench: search {run_id} was left RUNNING by a driver that died; marked KILLED "
+                    f"(continue it with `gridbench search {plan.spec.name} --resume {run_id}`)",
+                    file=sys.stderr,
+                )
             # Ray would queue a trial no node can hold forever.
             placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
             return recorder, ray_start_s, dict(ray.cluster_resources())
         except BaseException:
             ray.shutdown()
             raise
+
+
+def _open_store(open_recorder, plan: SearchPlan) -> tuple[Recorder, list[str]]:
+    """The recorder, and the searches of this spec left RUNNING by a dead driver, now marked KILLED."""
+    recorder = open_recorder(plan.tracking_uri, plan.spec.name)
+    try:
+        from mlflow import MlflowClient
+
+        from gridbench.tracking.stale import mark_stale_searches
+        from gridbench.tracking.store import experiment_name
+
+        client = MlflowClient(plan.tracking_uri)
+        experiment = client.get_experiment_by_name(experiment_name(plan.spec.name))
+        return recorder, mark_stale_searches(client, [experiment.experiment_id] if experiment else [])
+    except Exception:  # noqa: BLE001 - a courtesy to earlier searches; never a reason to stop this one
+        return recorder, []
 
 
 def search_tags(
@@ -245,7 +346,7 @@ def _gpus_used(plan: SearchPlan, resources: Mapping[str, float]) -> int:
     return int(resources.get("GPU", 0)) if plan.options.device == "gpu" else 0
 
 
-def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, str], observer):
+def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, str], observer, resume=None):
     from gridbench.search.tune_callback import RecordingCallback
 
     spec = plan.spec
@@ -255,11 +356,12 @@ def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str,
     }
     trial_tags[schema.KIND] = "trial"
     inner = (spec.workload.inner_axis, plan.inner_values)
-    return RecordingCallback(recorder, trial_params, trial_tags, observer, inner=inner)
+    finished = resume.finished if resume is not None else ()
+    return RecordingCallback(recorder, trial_params, trial_tags, observer, inner=inner, finished=finished)
 
 
-def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, storage: str) -> float:
-    """Runs every trial through Ray Tune; returns the makespan in seconds."""
+def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, storage: str, resume=None) -> float:
+    """Runs every trial through Ray Tune (a resumed search: those not finished); returns the makespan in seconds."""
     from ray import tune
 
     spec, options = plan.spec, plan.options
@@ -286,16 +388,24 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
         tune.with_parameters(_trainable, context=context, runner=runner),
         {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
     )
+    search = {}
+    if resume is not None:
+        from ray.tune.search.basic_variant import BasicVariantGenerator
+
+        # Only these grid points: each one overrides every axis of the grid, one Tune trial each.
+        points = resume.tune_points(plan)
+        search = {"search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
     tuner = tune.Tuner(
         trainable,
         param_space=param_space,
-        tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True),
+        tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True, **search),
         run_config=tune.RunConfig(
             name=f"{spec.name}-{int(time.time())}",
             storage_path=storage,
             callbacks=[callback],
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
+            # --retries: a trial whose worker died runs again; each attempt is recorded (RecordingCallback).
+            failure_config=tune.FailureConfig(max_failures=plan.options.retries),
         ),
     )
     start = time.perf_counter()
@@ -310,16 +420,25 @@ def summarise(
     makespan_s: float,
     ray_start_s: float,
     process_start: float,
+    resume: ResumePoint | None = None,
 ) -> SearchSummary:
-    """The search's totals from its trials: pure arithmetic, no Ray, no store."""
+    """The search's totals from its trials: pure arithmetic, no Ray, no store.
+
+    A resumed search counts the trials finished before among its finished trials and its
+    best metric; its makespan and trial times are this session's (`trials_resumed` says how many were not).
+    """
     spec = plan.spec
     finished = [t for t in trials if t.finished]
+    # A retried attempt is not a failed trial: the trial ran again.
+    failed = [t for t in trials if t.status is TrialStatus.FAILED and t.tags.get(schema.RETRIED) != "true"]
     values = [t.metrics[spec.metric] for t in finished if spec.metric in t.metrics]
+    resumed = len(resume.finished) if resume is not None else 0
+    values += list(resume.metric_values) if resume is not None else []
     best = (max if spec.mode == "max" else min)(values) if values else None
     return SearchSummary(
         trials_total=plan.trials_total,
-        trials_finished=len(finished),
-        trials_failed=len(trials) - len(finished),
+        trials_finished=len(finished) + resumed,
+        trials_failed=len(failed),
         concurrency=concurrency,
         makespan_s=makespan_s,
         ray_start_s=ray_start_s,
@@ -327,6 +446,8 @@ def summarise(
         time_to_first_trial_s=min((t.started_at for t in trials), default=process_start) - process_start,
         trial_wall_sum_s=sum(t.metrics.get(schema.TRIAL_WALL_S, 0.0) for t in trials),
         best_metric=best,
+        session=resume.sessions_before + 1 if resume is not None else 1,
+        trials_resumed=resumed,
     )
 
 

@@ -74,6 +74,8 @@ class SearchSummary:
     trial_wall_sum_s: float
     best_metric: float | None
     backend_probe_s: float = 0.0  # asking backends in subprocesses whether they see a GPU, before Ray starts
+    session: int = 1  # 1, then one more per --resume: makespan and trial times are this session's
+    trials_resumed: int = 0  # trials finished in earlier sessions (counted in trials_finished and best_metric)
 
     @property
     def ideal_makespan_s(self) -> float:
@@ -98,6 +100,8 @@ class SearchSummary:
             schema.TRIAL_WALL_SUM_S: self.trial_wall_sum_s,
             schema.OVERHEAD_RATIO: self.overhead_ratio,
             schema.OVERHEAD_S: self.makespan_s - self.ideal_makespan_s,
+            schema.SESSIONS: self.session,
+            schema.TRIALS_RESUMED: self.trials_resumed,
         }
         if self.best_metric is not None:
             values[schema.BEST_METRIC] = self.best_metric
