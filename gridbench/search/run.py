@@ -170,7 +170,8 @@ def run_search(
             status, error = SearchStatus.KILLED, f"the search stopped after {ran} of {plan.trials_total} trials"
         return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary)
     except KeyboardInterrupt as err:
-        stop = err if isinstance(err, SearchInterrupted) else SearchInterrupted(signal.SIGINT)
+        # Ray's C++ side turns the handler's exception into a plain KeyboardInterrupt: the handler knows the signal.
+        stop = err if isinstance(err, SearchInterrupted) else SearchInterrupted(signals.received or signal.SIGINT)
         status, error = SearchStatus.KILLED, f"stopped by {stop.signal_name}"
         if callback is not None:
             callback.record_unfinished(stop.signal_name)
