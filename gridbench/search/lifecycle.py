@@ -76,9 +76,15 @@ class SearchDirectory:
     Removed when the search ends unless `keep` (--keep-ray-logs).
     """
 
+    # Ray's sockets sit at <ray_dir>/session_<date>_<time>_<pid>/sockets/plasma_store, and a Unix socket's
+    # path is limited to 107 bytes: a longer $TMPDIR gives way to /tmp.
+    MAX_PATH = 40
+
     def __init__(self, keep: bool = False):
-        # Short: Ray's Unix sockets live under it, and a socket path is limited to 107 bytes.
-        self.path = Path(tempfile.mkdtemp(prefix="gridbench-"))
+        parent = tempfile.gettempdir()
+        if len(os.path.join(parent, "gridbench-xxxxxxxx", "ray")) > self.MAX_PATH:
+            parent = "/tmp"
+        self.path = Path(tempfile.mkdtemp(prefix="gridbench-", dir=parent))
         self.keep = keep
 
     @property
