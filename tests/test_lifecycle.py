@@ -34,7 +34,9 @@ from gridbench.tracking.store import MlflowRecorder
 
 
 def digits(units=("32", "64"), epochs="2"):
-    return load_spec("digits").with_overrides({"learning_rate": "0.01", "epochs": epochs}, {"hidden_units": list(units)})
+    return load_spec("digits").with_overrides(
+        {"learning_rate": "0.01", "epochs": epochs}, {"hidden_units": list(units)}
+    )
 
 
 def search_runs(store: str):
@@ -86,9 +88,7 @@ def test_a_dead_workers_reason_is_rays_first_line_and_exit_detail():
 def _recorded_search(plan, tags=None, finished=()):
     """A search's parent (and FINISHED children) written as run_search writes them, without Ray."""
     recorder = MlflowRecorder(plan.tracking_uri, plan.spec.name)
-    recorder.start(
-        "test", search_params(plan.spec), {schema.KIND: "search", **expected_tags(plan), **(tags or {})}, {}
-    )
+    recorder.start("test", search_params(plan.spec), {schema.KIND: "search", **expected_tags(plan), **(tags or {})}, {})
     for config, repeat in finished:
         record = TrialRecord("t", config, repeat, "FINISHED", {"test_accuracy": 0.5}, {}, time.time(), time.time())
         recorder.record_trial(record, {}, {schema.KIND: "trial"})
@@ -144,7 +144,18 @@ def test_a_search_left_running_by_a_dead_driver_reads_as_killed_and_offers_resum
 
 
 def _search_command(store: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "gridbench", "search", "digits", "--cpus-per-trial", "1", "--tracking-uri", store, *args]
+    return [
+        sys.executable,
+        "-m",
+        "gridbench",
+        "search",
+        "digits",
+        "--cpus-per-trial",
+        "1",
+        "--tracking-uri",
+        store,
+        *args,
+    ]
 
 
 def _environment(tmp_dir) -> dict[str, str]:

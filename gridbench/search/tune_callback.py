@@ -76,7 +76,9 @@ class RecordingCallback(tune.Callback):
         for trial_id in list(self.running):
             trial, started = self.running[trial_id]
             self._outcomes.pop(trial_id, None)
-            outcome = _lost_outcome(trial, f"stopped by {ended_by} after {time.time() - started:.1f} s", started=started)
+            outcome = _lost_outcome(
+                trial, f"stopped by {ended_by} after {time.time() - started:.1f} s", started=started
+            )
             outcome.status = TrialStatus.KILLED
             outcome.tags[schema.ENDED_BY] = ended_by
             self._record(trial, outcome)
