@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2", help="make or replace a grid axis"
     )
+    _add_lifecycle_options(search)
     _add_compare_options(search)
     search.set_defaults(handler=_search)
 
@@ -197,6 +198,30 @@ def _add_max_trials(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="RUN_ID",
+        help="continue the latest unfinished search of this spec in the store (or the search RUN_ID): only its "
+        "trials not FINISHED run, under its parent run; the spec and options must be the ones it ran with",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run a trial whose worker died (a crash, an out-of-memory kill) again, up to N times (default 0); "
+        "every attempt is recorded",
+    )
+    parser.add_argument(
+        "--keep-ray-logs",
+        action="store_true",
+        help="keep the search's directory (Ray's session and logs) instead of removing it, and say where",
+    )
+
+
 def _add_cluster_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--address",
@@ -237,10 +262,10 @@ def _search(args: argparse.Namespace) -> int:
 
     from gridbench.search import backends, plan_pair, plan_search, run_search
     from gridbench.search.progress import SearchProgress, print_search
-    from gridbench.search.run import EarlyStart
+    from gridbench.search.run import RaySession
 
     spec = _load(args)
-    started = EarlyStart()
+    session = RaySession()
     named = backends.parse_flag(args.backend)
     if args.device == "both":
         from gridbench.compare.prices import PriceTable
@@ -251,10 +276,25 @@ def _search(args: argparse.Namespace) -> int:
         )
     else:
         try:  # Ray starts while the backends are asked about GPUs
-            plans = [plan_search(spec, _search_options(args, args.device, named.get(args.device)), started)]
+            plans = [plan_search(spec, _search_options(args, args.device, named.get(args.device)), session.start)]
         except BaseException:
-            started.stop()
+            session.stop()
             raise
+    resume = None
+    if args.resume:
+        from gridbench.search import resume as resuming
+
+        try:
+            if args.device == "both":
+                raise UserError("--resume continues one search; give --device cpu or --device gpu")
+            resume = resuming.locate(plans[0], args.resume)
+        except BaseException:
+            session.stop()
+            raise
+        if resume.remaining == 0:
+            session.stop()
+            print(f"search {resume.parent_run_id} of {spec.name} is finished: nothing to run")
+            return 0
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # logs: keep the results table on one line per trial
@@ -264,7 +304,9 @@ def _search(args: argparse.Namespace) -> int:
         # A later search of --device both was asked for when the one before it ended.
         requested_at = time.time() if results else None
         progress = SearchProgress(console, spec.metric, plan.spec.workload.train_metric)
-        result = run_search(plan, observer=progress, requested_at=requested_at, started=started)
+        if resume is not None:
+            print(f"resuming search {resume.parent_run_id}: {resume.remaining} of {plan.trials_total} trials to run")
+        result = run_search(plan, observer=progress, requested_at=requested_at, resume=resume, session=session)
         print_search(console, result)
         results.append(result)
     if args.device == "both":
@@ -286,6 +328,8 @@ def _search_options(args: argparse.Namespace, device: str, backend: str | None):
         cpus=args.cpus,
         address=args.address,
         max_concurrent=args.max_concurrent,
+        retries=args.retries,
+        keep_ray_logs=args.keep_ray_logs,
         **_shared_options(args),
     )
 
@@ -483,7 +527,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"gridbench: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        from gridbench.search.lifecycle import SearchInterrupted
+
+        if isinstance(err, SearchInterrupted):
+            print(f"gridbench: {err.report()}", file=sys.stderr)
+            return err.exit_code
         print("gridbench: interrupted", file=sys.stderr)
         return 130
 

@@ -19,6 +19,7 @@ from gridbench.spec import ExperimentSpec
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
 
 DEVICES = ("cpu", "gpu")
+MAX_RETRIES = 100
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class SearchOptions:
     data_dir: str | None = None
     synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
     command_line: str = ""
+    retries: int = 0  # runs again a trial whose worker died, up to this many times (each attempt recorded)
+    keep_ray_logs: bool = False  # keep the search's directory (Ray's session and logs) instead of removing it
 
 
 @dataclass(frozen=True)
@@ -96,14 +99,14 @@ class SearchPlan:
 
 
 def plan_search(
-    spec: ExperimentSpec, options: SearchOptions, while_probing: Callable[[str | None, int, int], None] | None = None
+    spec: ExperimentSpec, options: SearchOptions, while_probing: Callable[[SearchOptions, int, int], None] | None = None
 ) -> SearchPlan:
     """Checks the request against this machine, the data and the store; raises UserError.
 
     The checks that need no backend come first (the data and the store among them),
     then the backend: asking backends whether they see a GPU takes seconds, and
-    `while_probing(address, cpus, gpus)` runs meanwhile (the search starts Ray then,
-    gridbench.search.run.EarlyStart). Only the checks that depend on the backend come after.
+    `while_probing(options, cpus, gpus)` runs meanwhile (the search starts Ray then,
+    gridbench.search.run.RaySession.start). Only the checks that depend on the backend come after.
     """
     if options.device not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
@@ -111,6 +114,8 @@ def plan_search(
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     if options.address and (options.gpus is not None or options.cpus is not None):
         raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
+    if not 0 <= options.retries <= MAX_RETRIES:
+        raise UserError(f"--retries must be 0 to {MAX_RETRIES}, got {options.retries}")
     workload = spec.workload
     trials_total = spec.grid_size * spec.repeats
     if trials_total > options.max_trials:
@@ -152,7 +157,7 @@ def plan_search(
     data = locate(spec.dataset, options.data_dir, options.synthetic)
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
-    meanwhile = (lambda: while_probing(options.address, cores, gpus)) if while_probing else None
+    meanwhile = (lambda: while_probing(options, cores, gpus)) if while_probing else None
     if workload.framework == "keras":
         choice = _while(lambda: _choose_backend(options, visible_gpus), meanwhile)
     else:

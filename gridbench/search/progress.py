@@ -97,7 +97,7 @@ class SearchProgress:
             )
         else:
             self.failed += 1
-            self.progress.console.print(f"[red]FAILED[/] {record.key} #{record.repeat}: {record.error}")
+            self.progress.console.print(f"[red]{record.status.value}[/] {record.key} #{record.repeat}: {record.error}")
         self.progress.advance(self.task)
         self._update()
 
@@ -225,9 +225,9 @@ def print_search(console: Console, result: SearchResult) -> None:
         )
     for trial in result.trials:
         if not trial.finished:
-            console.print(f"[red]FAILED[/] {trial.key} #{trial.repeat}: {trial.error}")
+            console.print(f"[red]{trial.status.value}[/] {trial.key} #{trial.repeat}: {trial.error}")
     console.print(
-        f"makespan {s.makespan_s:.1f} s for {s.trials_total} trials at concurrency {s.concurrency}; "
+        f"makespan {s.makespan_s:.1f} s for {s.trials_total - s.trials_resumed} trials at concurrency {s.concurrency}; "
         f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
         f"training share {s.training_share:.2f} (timed epochs {s.epochs_sum_s:.1f} s / makespan x concurrency)"
     )
@@ -236,5 +236,10 @@ def print_search(console: Console, result: SearchResult) -> None:
         + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
         + f"Ray start {s.ray_start_s:.1f} s)"
     )
+    if s.trials_resumed:
+        console.print(
+            f"resumed (session {s.session}): {s.trials_resumed} trials had finished in earlier sessions; the makespan, "
+            f"trial times and overhead above cover the {s.trials_total - s.trials_resumed} trials run in this session"
+        )
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")

@@ -9,29 +9,35 @@ finished or failed trial into a TrialRecord and hands it to the Recorder.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import shlex
-import shutil
+import signal
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.search import placement
+from gridbench.search import lifecycle, placement
+from gridbench.search.lifecycle import SearchInterrupted
 from gridbench.search.plan import SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
-from gridbench.tracking.schema import SearchStatus
+from gridbench.tracking.schema import SearchStatus, TrialStatus
+from gridbench.tracking.stale import driver_tags
 from gridbench.tracking.store import MlflowRecorder, Recorder
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
 from gridbench.trial.outcome import TrialOutcome
 from gridbench.workloads import RUNTIME_HYPERPARAMETERS, program_key
+
+if TYPE_CHECKING:
+    from gridbench.search.plan import SearchOptions
+    from gridbench.search.resume import ResumePoint
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], TrialOutcome]
 
@@ -54,8 +60,7 @@ class SearchResult:
     summary: SearchSummary
 
 
-def _start_ray(address: str | None, cpus: int, gpus: int) -> None:
-    _quiet_ray()
+def _start_ray(address: str | None, cpus: int, gpus: int, ray_dir: str | None = None) -> None:
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
@@ -76,38 +81,68 @@ def _start_ray(address: str | None, cpus: int, gpus: int) -> None:
         num_cpus=cpus,  # --cpus N: Ray hands out N cores
         num_gpus=gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
         include_dashboard=False,
+        _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
         **quiet,
     )
 
 
-class EarlyStart:
-    """Starts Ray while the planner waits for the backends' answers (plan_search's `while_probing`).
+class RaySession:
+    """This search's Ray and what it leaves behind: started once, stopped on every path.
 
-    Asking the backends whether they see a GPU takes seconds in subprocesses, and so
-    does starting Ray; one need not wait for the other. MLflow is imported meanwhile
-    too, in a thread, for the store that opens next. If planning then fails, `stop`
-    shuts this Ray down again.
+    It starts early where it can: plan_search calls `start` (its `while_probing`) while
+    the backends are asked about GPUs in subprocesses, and MLflow is imported meanwhile
+    in a thread, for the store that opens next. Otherwise run_search starts it. `stop`
+    shuts Ray down, ends by PID what it started, removes the search's directory and
+    restores the signal handlers, also when planning fails after the start.
     """
 
     def __init__(self) -> None:
         self.ray_start_s: float | None = None
+        self.signals: lifecycle.StopSignals | None = None
+        self.directory: lifecycle.SearchDirectory | None = None
+        self.processes: lifecycle.OwnProcesses | None = None
 
-    def __call__(self, address: str | None, cpus: int, gpus: int) -> None:
+    @property
+    def started(self) -> bool:
+        return self.ray_start_s is not None
+
+    def start(self, options: SearchOptions, cpus: int, gpus: int) -> None:
+        _quiet_ray()
+        if not options.address:
+            lifecycle.local_ray_environment()
+        self.signals = lifecycle.StopSignals()
+        self.signals.install()
+        self.directory = lifecycle.SearchDirectory(keep=options.keep_ray_logs)
+        self.processes = lifecycle.OwnProcesses()
         threading.Thread(target=_import_mlflow, name="gridbench-import-mlflow", daemon=True).start()
         start = time.perf_counter()
-        _start_ray(address, cpus, gpus)
+        try:
+            _start_ray(options.address, cpus, gpus, self.directory.ray_dir)
+        except SystemExit as exited:
+            # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
+            if exited.code == signal.SIGTERM:
+                raise SearchInterrupted(signal.SIGTERM) from None
+            raise
+        finally:
+            self.processes.note()
+            self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
+        self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
 
     def stop(self) -> None:
-        if self.ray_start_s is not None:
-            import ray
-
-            ray.shutdown()
-            self.ray_start_s = None
+        if self.processes is not None:
+            _stop_ray(self.processes)
+        if self.directory is not None:
+            self.directory.remove()
+            if self.directory.keep:
+                print(f"gridbench: Ray's logs and the search's files are kept in {self.directory.path}", file=sys.stderr)
+        if self.signals is not None:
+            self.signals.restore()
+        self.ray_start_s = self.signals = self.directory = self.processes = None
 
 
 def _import_mlflow() -> None:
-    import mlflow  # noqa: F401  (imported for its side effect: the store opens without waiting for it)
+    import mlflow  # noqa: F401  (imported for its side effect: the store then opens without waiting for it)
 
 
 def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None:
@@ -129,6 +164,9 @@ def _quiet_ray() -> None:
     # Ctrl-C should stop the search at once (finished trials are already in MLflow),
     # not be swallowed by Tune's own graceful-stop handler.
     os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+    # A trial whose worker died is recorded with Ray's reason (RecordingCallback), not printed as a traceback.
+    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)  # "Trials did not complete": recorded as FAILED
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -139,44 +177,77 @@ def run_search(
     requested_at: float | None = None,
     extra_tags: Mapping[str, str] | None = None,
     open_recorder: Callable[[str, str], Recorder] = MlflowRecorder,
-    started: EarlyStart | None = None,
+    resume: ResumePoint | None = None,
+    session: RaySession | None = None,
 ) -> SearchResult:
     """Runs the planned search; `observer` (gridbench.search.progress.SearchProgress) hears of each trial.
 
     `requested_at` (Unix time) is when the user asked for this search, for its time
     to first trial; by default the command's start (this process's creation).
     `open_recorder(tracking_uri, spec_name)` opens where the records go (MLflow).
-    `started`: the Ray that planning started (EarlyStart); by default Ray starts here.
-    """
-    _quiet_ray()
-    import ray
+    `resume` (gridbench.search.resume.locate) continues that search: only its trials not
+    FINISHED run, recorded under its parent run. `session`: the Ray that planning started
+    (RaySession); by default Ray starts here.
 
-    env = environment.collect()
-    recorder, ray_start_s, resources = _start(plan, open_recorder, started)
-    storage = tempfile.mkdtemp(prefix="gridbench-ray-")
+    SIGINT or SIGTERM raise SearchInterrupted once the parent is KILLED and the running
+    trials recorded as KILLED; on every path Ray's processes and the search's directory go.
+    """
+    session = session or RaySession()
+    recorder, callback, fit_started, fit_started_at = None, None, None, None
     status, error, summary = SearchStatus.FAILED, None, None
+    concurrency, ray_start_s = 1, 0.0
+    process_start = requested_at if requested_at is not None else _process_start_time()
     try:
+        import ray
+
+        env = environment.collect()
+        recorder, ray_start_s, resources = _start(plan, open_recorder, session)
         concurrency = plan.concurrency_on(resources.get("CPU", 0), resources.get("GPU", 0))
         tags = search_tags(plan, env, resources, len([n for n in ray.nodes() if n.get("Alive")]), extra_tags)
-        recorder.start(
-            run_name=search_run_name(plan, resources),
-            params=search_params(plan.spec),
-            tags=tags,
-            documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
-        )
-        callback = _recording_callback(plan, recorder, tags, observer)
+        tags.update(driver_tags())
+        if resume is not None:
+            recorder.resume(resume.parent_run_id, tags)
+        else:
+            recorder.start(
+                run_name=search_run_name(plan, resources),
+                params=search_params(plan.spec),
+                tags=tags,
+                documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
+            )
+        callback = _recording_callback(plan, recorder, tags, observer, resume)
         if observer is not None:
-            observer.start(plan.trials_total)
-        makespan, fit_started_at = _fit(plan, runner, callback, concurrency, storage)
+            observer.start(plan.trials_total if resume is None else resume.remaining)
+        fit_started, fit_started_at = time.perf_counter(), time.time()
+        _fit(plan, runner, callback, concurrency, session.directory.tune_dir, resume)
+        session.signals.check()
+        makespan = time.perf_counter() - fit_started
         trials = tuple(callback.records)
-        process_start = requested_at if requested_at is not None else _process_start_time()
-        summary = summarise(plan, trials, concurrency, makespan, ray_start_s, process_start, fit_started_at)
+        summary = summarise(plan, trials, concurrency, makespan, ray_start_s, process_start, resume, fit_started_at)
         status = SearchStatus.FINISHED
-        if len(trials) < plan.trials_total:
-            status, error = SearchStatus.KILLED, f"the search stopped after {len(trials)} of {plan.trials_total} trials"
+        if summary.trials_finished + summary.trials_failed < plan.trials_total:
+            ran = summary.trials_finished + summary.trials_failed
+            status, error = SearchStatus.KILLED, f"the search stopped after {ran} of {plan.trials_total} trials"
         return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary)
-    except KeyboardInterrupt:
-        status, error = SearchStatus.KILLED, "interrupted"
+    except KeyboardInterrupt as err:
+        # Ray's C++ side turns the handler's exception into a plain KeyboardInterrupt: the handler knows the signal.
+        received = session.signals.received if session.signals is not None else None
+        stop = err if isinstance(err, SearchInterrupted) else SearchInterrupted(received or signal.SIGINT)
+        status, error = SearchStatus.KILLED, f"stopped by {stop.signal_name}"
+        if callback is not None:
+            callback.record_unfinished(stop.signal_name)
+            if fit_started is not None:  # the time it ran, so that a resumed search's sessions all count
+                makespan = time.perf_counter() - fit_started
+                records = tuple(callback.records)
+                summary = summarise(plan, records, concurrency, makespan, ray_start_s, process_start, resume, fit_started_at)
+        if recorder is not None and recorder.parent_run_id is not None:
+            kept = sum(t.finished for t in callback.records) if callback is not None else 0
+            stop.hint = (
+                f"search {recorder.parent_run_id} KILLED with {kept + (len(resume.finished) if resume else 0)} of "
+                f"{plan.trials_total} trials finished; continue it with "
+                f"`gridbench search {plan.spec.name} --resume {recorder.parent_run_id}`"
+            )
+        if stop is not err:
+            raise stop from None
         raise
     except BaseException as err:
         error = f"{type(err).__name__}: {err}"
@@ -184,12 +255,24 @@ def run_search(
     finally:
         if observer is not None:
             observer.stop()
-        recorder.finish(summary, status, error)
+        try:
+            if recorder is not None:
+                recorder.finish(summary, status, error)
+        finally:
+            session.stop()
+
+
+def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
+    """Shuts Ray down, then ends by PID whatever it started and left running (agents once outlived it)."""
+    processes.note()
+    if "ray" in sys.modules:
+        import ray
+
         ray.shutdown()
-        shutil.rmtree(storage, ignore_errors=True)
+    processes.end()
 
 
-def _start(plan: SearchPlan, open_recorder, started: EarlyStart | None) -> tuple[Recorder, float, dict[str, float]]:
+def _start(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Recorder, float, dict[str, float]]:
     """Starts Ray (unless planning did) while the store opens; checks the cluster before anything is written.
 
     Returns the recorder, Ray's start time in seconds and the cluster's resources.
@@ -198,21 +281,40 @@ def _start(plan: SearchPlan, open_recorder, started: EarlyStart | None) -> tuple
 
     # Importing MLflow and opening its store takes seconds; do it while Ray starts.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        opening = pool.submit(open_recorder, plan.tracking_uri, plan.spec.name)
-        if started is not None and started.ray_start_s is not None:
-            ray_start_s = started.ray_start_s
-        else:
-            ray_start = time.perf_counter()
-            _start_ray(plan.options.address, plan.cpus, plan.gpus)
-            ray_start_s = time.perf_counter() - ray_start
+        opening = pool.submit(_open_store, open_recorder, plan)
+        if not session.started:
+            session.start(plan.options, plan.cpus, plan.gpus)
+        ray_start_s = session.ray_start_s
         try:
-            recorder = opening.result()
+            recorder, stale = opening.result()
+            for run_id in stale:
+                print(
+                    f"gridbench: search {run_id} was left RUNNING by a driver that died; marked KILLED "
+                    f"(continue it with `gridbench search {plan.spec.name} --resume {run_id}`)",
+                    file=sys.stderr,
+                )
             # Ray would queue a trial no node can hold forever.
             placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
             return recorder, ray_start_s, dict(ray.cluster_resources())
         except BaseException:
             ray.shutdown()
             raise
+
+
+def _open_store(open_recorder, plan: SearchPlan) -> tuple[Recorder, list[str]]:
+    """The recorder, and the searches of this spec left RUNNING by a dead driver, now marked KILLED."""
+    recorder = open_recorder(plan.tracking_uri, plan.spec.name)
+    try:
+        from mlflow import MlflowClient
+
+        from gridbench.tracking.stale import mark_stale_searches
+        from gridbench.tracking.store import experiment_name
+
+        client = MlflowClient(plan.tracking_uri)
+        experiment = client.get_experiment_by_name(experiment_name(plan.spec.name))
+        return recorder, mark_stale_searches(client, [experiment.experiment_id] if experiment else [])
+    except Exception:  # noqa: BLE001 - a courtesy to earlier searches; never a reason to stop this one
+        return recorder, []
 
 
 def search_tags(
@@ -284,7 +386,7 @@ def _gpus_used(plan: SearchPlan, resources: Mapping[str, float]) -> int:
     return int(resources.get("GPU", 0)) if plan.options.device == "gpu" else 0
 
 
-def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, str], observer):
+def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, str], observer, resume=None):
     from gridbench.search.tune_callback import RecordingCallback
 
     spec = plan.spec
@@ -294,11 +396,12 @@ def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str,
     }
     trial_tags[schema.KIND] = "trial"
     inner = (spec.workload.inner_axis, plan.inner_values)
-    return RecordingCallback(recorder, trial_params, trial_tags, observer, inner=inner)
+    finished = resume.finished if resume is not None else ()
+    return RecordingCallback(recorder, trial_params, trial_tags, observer, inner=inner, finished=finished)
 
 
-def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, storage: str) -> float:
-    """Runs every trial through Ray Tune; returns the makespan in seconds."""
+def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, storage: str, resume=None) -> float:
+    """Runs every trial through Ray Tune (a resumed search: those not finished); returns the makespan in seconds."""
     from ray import tune
 
     spec, options = plan.spec, plan.options
@@ -326,21 +429,29 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
         tune.with_parameters(_trainable, context=context, runner=runner),
         {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
     )
+    search = {}
+    if resume is not None:
+        from ray.tune.search.basic_variant import BasicVariantGenerator
+
+        # Only these grid points: each one overrides every axis of the grid, one Tune trial each.
+        points = resume.tune_points(plan)
+        search = {"search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
     tuner = tune.Tuner(
         trainable,
         param_space=param_space,
-        tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True),
+        tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True, **search),
         run_config=tune.RunConfig(
             name=f"{spec.name}-{int(time.time())}",
             storage_path=storage,
             callbacks=[callback],
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
+            # --retries: a trial whose worker died runs again; each attempt is recorded (RecordingCallback).
+            failure_config=tune.FailureConfig(max_failures=plan.options.retries),
         ),
     )
-    started_at, start = time.time(), time.perf_counter()
+    start = time.perf_counter()
     tuner.fit()
-    return time.perf_counter() - start, started_at
+    return time.perf_counter() - start
 
 
 def grid_order(spec: ExperimentSpec) -> list[tuple[str, tuple]]:
@@ -374,17 +485,26 @@ def summarise(
     makespan_s: float,
     ray_start_s: float,
     process_start: float,
+    resume: ResumePoint | None = None,
     fit_started_at: float | None = None,
 ) -> SearchSummary:
-    """The search's totals from its trials: pure arithmetic, no Ray, no store."""
+    """The search's totals from its trials: pure arithmetic, no Ray, no store.
+
+    A resumed search counts the trials finished before among its finished trials and its
+    best metric; its makespan and trial times are this session's (`trials_resumed` says how many were not).
+    """
     spec = plan.spec
     finished = [t for t in trials if t.finished]
+    # A retried attempt is not a failed trial: the trial ran again.
+    failed = [t for t in trials if t.status is TrialStatus.FAILED and t.tags.get(schema.RETRIED) != "true"]
     values = [t.metrics[spec.metric] for t in finished if spec.metric in t.metrics]
+    resumed = len(resume.finished) if resume is not None else 0
+    values += list(resume.metric_values) if resume is not None else []
     best = (max if spec.mode == "max" else min)(values) if values else None
     return SearchSummary(
         trials_total=plan.trials_total,
-        trials_finished=len(finished),
-        trials_failed=len(trials) - len(finished),
+        trials_finished=len(finished) + resumed,
+        trials_failed=len(failed),
         concurrency=concurrency,
         makespan_s=makespan_s,
         ray_start_s=ray_start_s,
@@ -392,6 +512,8 @@ def summarise(
         time_to_first_trial_s=min((t.started_at for t in trials), default=process_start) - process_start,
         trial_wall_sum_s=sum(t.metrics.get(schema.TRIAL_WALL_S, 0.0) for t in trials),
         best_metric=best,
+        session=resume.sessions_before + 1 if resume is not None else 1,
+        trials_resumed=resumed,
         epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
     )

@@ -7,11 +7,14 @@ no finished trial. Imported only once Ray is needed.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
+from typing import Collection
 
 from ray import tune
 
+from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus
 from gridbench.tracking.store import Recorder
@@ -22,8 +25,10 @@ from gridbench.trial.outcome import MalformedOutcome, TrialOutcome
 class RecordingCallback(tune.Callback):
     """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
 
-    def __init__(self, recorder: Recorder, params, tags, observer, inner=(None, ())):
+    def __init__(self, recorder: Recorder, params, tags, observer, inner=(None, ()), finished: Collection = ()):
         self.recorder = recorder
+        # (config key, repeat) of trials a resumed search finished before: a group retrained around them skips them.
+        self.finished_before = set(finished)
         # A workload's inner axis: each Tune trial trains all these values and reports one outcome each.
         self.inner_axis, self.inner_values = inner
         self.params = params
@@ -31,8 +36,13 @@ class RecordingCallback(tune.Callback):
         self.observer = observer
         self.records: list[TrialRecord] = []
         self._outcomes: dict[str, dict] = {}
+        # Each running trial's start as the driver saw it (its actor started), and its attempt (1, then retries).
+        self.running: dict[str, tuple[object, float]] = {}
+        self._attempts: dict[str, int] = {}
 
     def on_trial_start(self, iteration, trials, trial, **info):
+        self.running[trial.trial_id] = (trial, time.time())
+        self._attempts[trial.trial_id] = self._attempts.get(trial.trial_id, 0) + 1
         if self.observer is not None:
             self.observer.trial_started(trial.config)
 
@@ -53,16 +63,50 @@ class RecordingCallback(tune.Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         # The worker process died (a crash, an out-of-memory kill): Python never returned.
-        error = trial.get_error() or "the trial's worker failed"
-        lines = [line for line in str(error).splitlines() if line.strip()]
-        self._record(trial, _lost_outcome(trial, lines[-1] if lines else str(error), str(error)))
+        self._record(trial, self._died_outcome(trial))
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        # The worker died and Tune runs the trial again (--retries): this attempt is a FAILED run of its own.
+        outcome = self._died_outcome(trial)
+        outcome.tags[schema.RETRIED] = "true"
+        self._record(trial, outcome)
+
+    def record_unfinished(self, ended_by: str) -> None:
+        """Trials still running when the search was stopped: KILLED runs, with the time they had."""
+        for trial_id in list(self.running):
+            trial, started = self.running[trial_id]
+            self._outcomes.pop(trial_id, None)
+            outcome = _lost_outcome(
+                trial, f"stopped by {ended_by} after {time.time() - started:.1f} s", started=started
+            )
+            outcome.status = TrialStatus.KILLED
+            outcome.tags[schema.ENDED_BY] = ended_by
+            self._record(trial, outcome)
+
+    def _died_outcome(self, trial) -> TrialOutcome:
+        self._outcomes.pop(trial.trial_id, None)
+        error = _trial_error(trial)
+        started = self.running.get(trial.trial_id, (None, None))[1]
+        return _lost_outcome(trial, death_reason(error), str(error), started=started)
 
     def __getstate__(self):
         # Tune pickles its callbacks into the experiment state for resuming;
         # the store client and the terminal are this process's alone.
-        return {"records": [], "_outcomes": {}, "recorder": None, "observer": None, "params": {}, "tags": {}}
+        return {
+            "records": [],
+            "_outcomes": {},
+            "recorder": None,
+            "observer": None,
+            "params": {},
+            "tags": {},
+            "running": {},
+            "_attempts": {},
+            "finished_before": set(),
+        }
 
     def _record(self, trial, outcome: TrialOutcome):
+        self.running.pop(trial.trial_id, None)
+        outcome.tags[schema.ATTEMPT] = str(self._attempts.get(trial.trial_id, 1))
         if not self.inner_axis:
             self._write(TrialRecord.from_outcome(trial.trial_id, trial.config, outcome))
             return
@@ -73,20 +117,56 @@ class RecordingCallback(tune.Callback):
             self._write(TrialRecord.from_outcome(f"{trial.trial_id}-{index}", config, part))
 
     def _write(self, record: TrialRecord) -> None:
+        if (record.key, record.repeat) in self.finished_before:
+            return
         self.records.append(record)
         self.recorder.record_trial(record, self.params, self.tags)
         if self.observer is not None:
             self.observer.trial_ended(record)
 
 
-def _lost_outcome(trial, error: str, traceback: str | None = None) -> TrialOutcome:
-    """For a trial whose own outcome never arrived (or arrived malformed)."""
+def _lost_outcome(trial, error: str, traceback: str | None = None, started: float | None = None) -> TrialOutcome:
+    """For a trial whose own outcome never arrived (or arrived malformed): the time it ran, as the driver saw it."""
     now = time.time()
+    started = started or now
     return TrialOutcome(
         TrialStatus.FAILED,
-        started_at=getattr(trial, "start_time", None) or now,
+        started_at=started,
         ended_at=now,
         repeat=int(trial.config.get(REPEAT_KEY, 0)),
+        metrics={schema.TRIAL_WALL_S: now - started},
         error=error[:500],
         traceback=traceback,
     )
+
+
+def _trial_error(trial):
+    """The error that ended the trial's latest attempt, as Tune wrote it beside the trial (pickled, else text)."""
+    pickled = trial.pickled_error_file
+    if pickled and os.path.exists(pickled):
+        try:
+            import cloudpickle
+
+            with open(pickled, "rb") as file:
+                return cloudpickle.load(file)
+        except Exception:  # noqa: BLE001 - an unreadable pickle: the text below says the same
+            pass
+    text = trial.error_file
+    if text and os.path.exists(text):
+        with open(text, encoding="utf-8", errors="replace") as file:
+            latest = file.read().rsplit("Failure # ", 1)[-1]
+        return latest.split("\n", 1)[-1].strip() or "the trial's worker failed"
+    return "the trial's worker failed"
+
+
+def death_reason(error) -> str:
+    """Ray's reason a trial's worker died, in one line: the error's first line and Ray's exit detail."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    name = "" if isinstance(error, str) else f"{type(error).__name__}: "
+    first = lines[0] if lines else type(error).__name__
+    detail = next((line for line in lines if "exit detail" in line.lower()), "")
+    if detail:
+        detail = detail[detail.lower().index("worker exit type") if "worker exit type" in detail.lower() else 0 :]
+        for advice in (" Some common causes", " There are some potential root causes"):
+            detail = detail.split(advice)[0]
+    return f"{name}{first}" + (f" ({detail.strip()})" if detail and detail not in first else "")

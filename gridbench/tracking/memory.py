@@ -73,6 +73,13 @@ class MemoryRecorder:
         self.trials.append(run)
         return run.run_id
 
+    def resume(self, parent_run_id: str, tags: Mapping[str, str]) -> None:
+        if self.parent is None or self.parent.run_id != parent_run_id:
+            raise KeyError(f"no search {parent_run_id} in this memory store")
+        self.parent.tags.update(tags)
+        self.parent.tags.pop(schema.ERROR, None)
+        self.parent.status = SearchStatus.RUNNING.value
+
     def finish(self, summary: SearchSummary | None, status: SearchStatus, error: str | None = None) -> None:
         if self.parent is None:
             return

@@ -8,6 +8,7 @@ from typing import Mapping
 from gridbench.errors import UserError
 from gridbench.tracking import schema
 from gridbench.tracking.schema import On, SearchStatus, TrialStatus
+from gridbench.tracking.stale import mark_stale, mark_stale_searches
 from gridbench.tracking.store import experiment_name, quiet_mlflow
 
 
@@ -80,12 +81,23 @@ def read_search(tracking_uri: str, run_id: str):
         raise UserError(f"no run {run_id} in {tracking_uri}; give a search's parent run id") from None
     if parent.data.tags.get(schema.KIND) != "search":
         raise UserError(f"run {run_id} is not a gridbench search (a trial or a comparison?); give a parent run id")
+    if mark_stale(client, [parent]):  # left RUNNING by a dead driver: KILLED from now on
+        parent = client.get_run(run_id)
     children = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.{schema.PARENT_RUN} = '{run_id}'", max_results=50000
     )
     started_ms = parent.info.start_time
     trials = []
+    # A resumed search reran what had not finished: a configuration's FINISHED run supersedes its earlier attempts.
+    done = {
+        (c.data.tags.get(schema.CONFIG_KEY, ""), c.data.params.get(schema.PARAM_REPEAT, "0"))
+        for c in children
+        if c.info.status == TrialStatus.FINISHED.value
+    }
     for child in children:
+        key = (child.data.tags.get(schema.CONFIG_KEY, ""), child.data.params.get(schema.PARAM_REPEAT, "0"))
+        if key in done and child.info.status != TrialStatus.FINISHED.value:
+            continue
         config = {k: v for k, v in child.data.params.items() if k in _grid_axes(parent.data.params)}
         trials.append(
             TrialRun(
@@ -119,6 +131,7 @@ def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
     experiment = client.get_experiment_by_name(experiment_name(spec_name))
     if experiment is None:
         raise UserError(f"no searches of {spec_name!r} in {tracking_uri}; run `gridbench search {spec_name}` first")
+    mark_stale_searches(client, [experiment.experiment_id])
     runs = client.search_runs(
         [experiment.experiment_id],
         filter_string=f"tags.`{schema.KIND}` = 'search' and attributes.status = '{SearchStatus.FINISHED.value}'",
@@ -143,8 +156,11 @@ def run_kind(tracking_uri: str, run_id: str) -> str:
     from mlflow.exceptions import MlflowException
 
     quiet_mlflow()
+    client = MlflowClient(tracking_uri)
     try:
-        return MlflowClient(tracking_uri).get_run(run_id).data.tags.get(schema.KIND, "")
+        run = client.get_run(run_id)
+        mark_stale(client, [run])
+        return run.data.tags.get(schema.KIND, "")
     except MlflowException:
         raise UserError(f"no run {run_id} in {tracking_uri}; give a search's, comparison's or scale's run id") from None
 

@@ -74,6 +74,8 @@ class SearchSummary:
     trial_wall_sum_s: float
     best_metric: float | None
     backend_probe_s: float = 0.0  # asking backends in subprocesses whether they see a GPU, while Ray starts
+    session: int = 1  # 1, then one more per --resume: makespan and trial times are this session's
+    trials_resumed: int = 0  # trials finished in earlier sessions (counted in trials_finished and best_metric)
     epochs_sum_s: float = 0.0  # every trial's timed epochs added up (an epoch shared by several trials once)
     startup_s: float = 0.0  # command start to Tune's start: the start-up that overlapping left
 
@@ -109,6 +111,8 @@ class SearchSummary:
             schema.EPOCHS_SUM_S: self.epochs_sum_s,
             schema.TRAINING_SHARE: self.training_share,
             schema.STARTUP_S: self.startup_s,
+            schema.SESSIONS: self.session,
+            schema.TRIALS_RESUMED: self.trials_resumed,
         }
         if self.best_metric is not None:
             values[schema.BEST_METRIC] = self.best_metric

@@ -41,6 +41,7 @@ class TrialStatus(str, enum.Enum):
 
     FINISHED = "FINISHED"
     FAILED = "FAILED"
+    KILLED = "KILLED"  # still running when the search was stopped (SIGINT, SIGTERM)
 
 
 class SearchStatus(str, enum.Enum):
@@ -127,6 +128,10 @@ COMPARED_IN = _tag("gridbench.compared_in", On.SEARCH, "the comparison run that 
 SCALE_RUN = _tag("gridbench.scale_run", On.SEARCH, "the scale run this search belongs to")
 SCALE_ID = _tag("scale.id", (On.SEARCH, On.SUMMARY), "one scale's searches share it")
 SCALE_COUNT = _tag("scale.count", On.SEARCH, "the GPU or core count this search ran at")
+# Who runs the search now: a RUNNING search whose driver is gone from this host is stale (gridbench.tracking.stale).
+DRIVER_HOST = _tag("driver.host", On.SEARCH, "the host of the driver process running the search")
+DRIVER_PID = _tag("driver.pid", On.SEARCH, "the driver's process id")
+DRIVER_STARTED = _tag("driver.started", On.SEARCH, "the driver's process start (Unix time): a reused pid is not it")
 # The environment (gridbench.environment.collect), by prefix or name.
 HOST = _tag("host", BOTH, "the machine's name")
 CPU_MODEL = _tag("cpu.model", On.SEARCH, "the CPU")
@@ -140,7 +145,11 @@ PARAM_SEED = _param("seed", int, BOTH, "the spec's seed (a repeat adds its index
 GRID_PREFIX = _param("grid.", list, On.SEARCH, "grid.<axis>: the axis' values, as JSON")
 PARAM_REPEAT = _param("repeat", int, On.TRIAL, "the trial's repeat index")
 
-MAKESPAN_S = _metric("makespan_s", (On.SEARCH, On.SUMMARY), "Tuner.fit() from start to end (a scale: _<count>)")
+MAKESPAN_S = _metric(
+    "makespan_s",
+    (On.SEARCH, On.SUMMARY),
+    "Tuner.fit() from start to end (a scale: _<count>); a resumed search: the last session's, each at its step",
+)
 RAY_START_S = _metric("ray_start_s", On.SEARCH, "starting or joining Ray")
 BACKEND_PROBE_S = _metric("backend_probe_s", On.SEARCH, "asking backends whether they see a GPU", since=2, default=0.0)
 TIME_TO_FIRST_TRIAL_S = _metric("time_to_first_trial_s", On.SEARCH, "from the command's start to the first trial's")
@@ -159,6 +168,10 @@ TRAINING_SHARE = _metric(
 STARTUP_S = _metric(
     "startup_s", On.SEARCH, "from the command's start to the trials' (Tune's) start: what overlapping left", since=3
 )
+SESSIONS = _metric("sessions", On.SEARCH, "sessions that ran the search: 1, plus one per --resume")
+TRIALS_RESUMED = _metric(
+    "trials_resumed", On.SEARCH, "trials finished in earlier sessions; makespan_s and the overheads cover the others"
+)
 
 # --- A trial (nested run) ------------------------------------------------------------------------------------------
 PARENT_RUN = _tag("mlflow.parentRunId", On.TRIAL, "the search's run (MLflow's own tag)")
@@ -172,6 +185,9 @@ TRAIN_LOOP = _tag("train_loop", On.TRIAL, "fit or compiled: the loop that ran")
 SHARED_BY = _tag("shared_by", On.TRIAL, "configurations trained together in one trial (a metric too)")
 GPU_ASSIGNED = _tag("gpu.assigned", On.TRIAL, "the GPU indices Ray assigned")
 THREADS_PREFIX = _tag("threads.", On.TRIAL, "threads.<pool>: thread counts the trial ran with")
+ATTEMPT = _tag("attempt", On.TRIAL, "1, or the retry (--retries) this run records; a trial's every attempt has a run")
+RETRIED = _tag("retried", On.TRIAL, "true: this attempt's worker died and the trial was run again")
+ENDED_BY = _tag("ended_by", On.TRIAL, "what ended a KILLED trial: SIGINT, SIGTERM")
 
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")

@@ -126,6 +126,9 @@ class Recorder(Protocol):
     ) -> str: ...
     def record_trial(self, trial: TrialRecord, params: Mapping[str, Any], tags: Mapping[str, str]) -> str: ...
     def finish(self, summary: SearchSummary | None, status: SearchStatus, error: str | None = None) -> None: ...
+    def resume(self, parent_run_id: str, tags: Mapping[str, str]) -> None:
+        """Continues a search: its parent RUNNING again, `tags` (the driver's) updated; trials then go under it."""
+        ...
 
 
 class MlflowRecorder:
@@ -189,17 +192,32 @@ class MlflowRecorder:
         self.client.set_terminated(run_id, status=trial.status.value, end_time=int(trial.ended_at * 1000))
         return run_id
 
+    def resume(self, parent_run_id: str, tags: Mapping[str, str]) -> None:
+        run = self.client.get_run(parent_run_id)
+        self.experiment_id, self.parent_run_id = run.info.experiment_id, parent_run_id
+        if schema.ERROR in run.data.tags:  # the last session's; this one says its own when it ends
+            self.client.delete_tag(parent_run_id, schema.ERROR)
+        for key in (schema.DRIVER_HOST, schema.DRIVER_PID, schema.DRIVER_STARTED, schema.COMMAND):
+            if key in tags:
+                self.client.set_tag(parent_run_id, key, _text(tags[key]))
+        self.client.update_run(parent_run_id, status=SearchStatus.RUNNING.value)
+
     def finish(self, summary: SearchSummary | None, status: SearchStatus, error: str | None = None) -> None:
         if self.parent_run_id is None:
             return
         if summary is not None:
-            self._log(self.parent_run_id, metrics=summary.metrics())
+            # Each session's totals at its own step: a resumed search keeps every session's makespan.
+            self._log(self.parent_run_id, metrics=summary.metrics(), step=summary.session - 1)
         if error:
             self.client.set_tag(self.parent_run_id, schema.ERROR, _text(error))
         self.client.set_terminated(self.parent_run_id, status=status.value)
 
     def _log(
-        self, run_id: str, params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None
+        self,
+        run_id: str,
+        params: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, float] | None = None,
+        step: int = 0,
     ) -> None:
         from mlflow.entities import Metric, Param
 
@@ -209,7 +227,7 @@ class MlflowRecorder:
             params=[
                 Param(k, _text(json.dumps(v) if isinstance(v, (list, dict)) else v)) for k, v in (params or {}).items()
             ],
-            metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()],
+            metrics=[Metric(k, float(v), now, step) for k, v in (metrics or {}).items()],
         )
 
 

@@ -1,0 +1,172 @@
+"""How a search ends, whatever ends it: stop signals, the processes Ray started, the search's directories.
+
+SIGINT and SIGTERM are one thing to a search: the first raises SearchInterrupted in the
+main thread (ray.init replaces SIGTERM's handler with sys.exit, which crashed Ray's C++
+side with exit 134), and the search records what it had before it exits 128 + the
+signal. Ray's processes are found by this process's tree, never by name (other Ray
+jobs on the machine are not ours), and ended by PID once Ray has shut down.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from pathlib import Path
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the search."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        self.hint = ""  # what was recorded, and how to continue (set by the search as it ends)
+        super().__init__(self.signal_name)
+
+    def report(self) -> str:
+        return f"stopped by {self.signal_name}" + (f"; {self.hint}" if self.hint else "")
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # what a shell reports for a process a signal ended: 130, 143
+
+
+class StopSignals:
+    """While installed, the first SIGINT or SIGTERM raises SearchInterrupted; later ones are noted, not raised,
+    so that the search can record what it had. `check` raises for a signal something else swallowed."""
+
+    def __init__(self):
+        self.received: int | None = None
+        self._saved: dict[int, object] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach the main thread only (a test running a search in a thread)
+        for signum in STOP_SIGNALS:
+            self._saved.setdefault(signum, signal.getsignal(signum))
+            signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, handler in self._saved.items():
+            signal.signal(signum, handler)
+        self._saved.clear()
+
+    def check(self) -> None:
+        """Raises SearchInterrupted if a signal came (a Ctrl-C during ray.init was once swallowed there)."""
+        if self.received is not None:
+            raise SearchInterrupted(self.received)
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is None:
+            self.received = signum
+            raise SearchInterrupted(signum)
+
+
+class SearchDirectory:
+    """The search's temporary directory: Ray's session (its logs, sockets) and Tune's storage live under it.
+
+    Removed when the search ends unless `keep` (--keep-ray-logs).
+    """
+
+    # Ray's sockets sit at <ray_dir>/session_<date>_<time>_<pid>/sockets/plasma_store, and a Unix socket's
+    # path is limited to 107 bytes: a longer $TMPDIR gives way to /tmp.
+    MAX_PATH = 40
+
+    def __init__(self, keep: bool = False):
+        parent = tempfile.gettempdir()
+        if len(os.path.join(parent, "gridbench-xxxxxxxx", "ray")) > self.MAX_PATH:
+            parent = "/tmp"
+        self.path = Path(tempfile.mkdtemp(prefix="gridbench-", dir=parent))
+        self.keep = keep
+
+    @property
+    def ray_dir(self) -> str:
+        return str(self.path / "ray")
+
+    @property
+    def tune_dir(self) -> str:
+        return str(self.path / "tune")
+
+    def remove(self) -> None:
+        if not self.keep:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+class OwnProcesses:
+    """The processes this search started (Ray's head, raylet, agents, workers), by this process's tree.
+
+    `note` records the tree's processes (pid and start time: a reused pid is not ours); `end` ends those
+    still alive once Ray has shut down, by PID. Processes that were already children before (`__init__`)
+    are left alone.
+    """
+
+    def __init__(self):
+        import psutil
+
+        self._psutil = psutil
+        self._me = psutil.Process()
+        self._before = {p.pid for p in self._children()}
+        self.seen: dict[int, float] = {}
+
+    def _children(self):
+        try:
+            return self._me.children(recursive=True)
+        except self._psutil.Error:
+            return []
+
+    def note(self) -> None:
+        for process in self._children():
+            if process.pid in self._before or process.pid in self.seen:
+                continue
+            try:
+                self.seen[process.pid] = process.create_time()
+            except self._psutil.Error:
+                pass
+
+    def alive(self) -> list:
+        """The noted processes still running (zombies excepted)."""
+        alive = []
+        for pid, started in self.seen.items():
+            try:
+                process = self._psutil.Process(pid)
+                if process.create_time() == started and process.status() != self._psutil.STATUS_ZOMBIE:
+                    alive.append(process)
+            except self._psutil.Error:
+                pass
+        return alive
+
+    def end(self, grace_s: float = 3.0) -> int:
+        """Ends every noted process still alive: SIGTERM, then SIGKILL after `grace_s`. Returns how many."""
+        leftovers = self.alive()
+        for process in leftovers:
+            try:
+                process.terminate()
+            except self._psutil.Error:
+                pass
+        _, still = self._psutil.wait_procs(leftovers, timeout=grace_s)
+        for process in still:
+            try:
+                process.kill()
+            except self._psutil.Error:
+                pass
+        self._psutil.wait_procs(still, timeout=grace_s)
+        return len(leftovers)
+
+
+def local_ray_environment() -> None:
+    """Before Ray is imported: a local Ray binds its servers to 127.0.0.1, not every interface.
+
+    ray.init(_node_ip_address="127.0.0.1") is turned back into the machine's address by Ray
+    (services.resolve_ip_for_localhost); Ray takes loopback only where it believes clusters are
+    off (ray_constants.ENABLE_RAY_CLUSTER, read at import, and by every process Ray starts).
+    Checked with psutil: GCS, raylet, agents and workers then listen on 127.0.0.1 alone.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"

@@ -1,0 +1,164 @@
+"""`search --resume`: continue a search that did not finish, under its own parent run.
+
+The search to continue is the latest unfinished one of the spec in the store, or the one
+named. It must have run the same spec with the same options: anything that would change
+what a trial measures is listed and refused. Only the configurations and repeats without
+a FINISHED run are trained again; a resumed search's parent keeps each session's makespan
+(at its step) and says how many trials earlier sessions finished (`trials_resumed`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gridbench.errors import UserError
+from gridbench.search.plan import SearchPlan
+from gridbench.tracking import schema
+from gridbench.tracking.records import config_key
+from gridbench.tracking.schema import SearchStatus, TrialStatus
+from gridbench.trial import REPEAT_KEY
+
+LATEST = "latest"  # --resume without a run id
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    parent_run_id: str
+    finished: frozenset[tuple[str, int]]  # (configuration key, repeat) with a FINISHED run
+    metric_values: tuple[float, ...]  # their ranking metric, for the search's best
+    sessions_before: int
+    remaining: int  # configurations x repeats still to run
+
+    def tune_points(self, plan: SearchPlan) -> list[dict[str, Any]]:
+        """The Ray Tune configurations still to run (one per group where a workload trains an inner axis)."""
+        return _points(plan, self.finished)
+
+
+def _points(plan: SearchPlan, finished) -> list[dict[str, Any]]:
+    inner = plan.spec.workload.inner_axis
+    points: list[dict[str, Any]] = []
+    for config in plan.spec.configurations():
+        for repeat in range(plan.spec.repeats):
+            if (config_key(config), repeat) in finished:
+                continue
+            point = {axis: value for axis, value in config.items() if axis != inner}
+            point[REPEAT_KEY] = repeat
+            if point not in points:
+                points.append(point)
+    return points
+
+
+def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:
+    """The search to continue and what it lacks; a UserError where it cannot be continued with this plan."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from gridbench.tracking.stale import driver_alive, mark_stale_searches
+    from gridbench.tracking.store import experiment_name, quiet_mlflow
+
+    quiet_mlflow()
+    client = MlflowClient(plan.tracking_uri)
+    spec_name = plan.spec.name
+    experiment = client.get_experiment_by_name(experiment_name(spec_name))
+    if experiment is None:
+        raise UserError(f"--resume: no searches of {spec_name!r} in {plan.tracking_uri}; run one without --resume")
+    mark_stale_searches(client, [experiment.experiment_id])
+    if run_id == LATEST:
+        candidates = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.`{schema.KIND}` = 'search' and attributes.status != '{SearchStatus.FINISHED.value}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=100,
+        )
+        candidates = [r for r in candidates if r.info.status != SearchStatus.RUNNING.value]
+        if not candidates:
+            raise UserError(
+                f"--resume: no unfinished search of {spec_name!r} in {plan.tracking_uri} (every one finished or is "
+                f"running); run a new search without --resume"
+            )
+        parent = candidates[0]
+    else:
+        try:
+            parent = client.get_run(run_id)
+        except MlflowException:
+            raise UserError(f"--resume {run_id}: no such run in {plan.tracking_uri}; give a search's parent run id")
+        if parent.data.tags.get(schema.KIND) != "search" or parent.info.experiment_id != experiment.experiment_id:
+            raise UserError(f"--resume {run_id}: not a search of {spec_name!r}; give one of its parent run ids")
+        if parent.info.status == SearchStatus.RUNNING.value:
+            alive = driver_alive(parent.data.tags)
+            where = f"pid {parent.data.tags.get(schema.DRIVER_PID)} on {parent.data.tags.get(schema.DRIVER_HOST)}"
+            raise UserError(
+                f"--resume {run_id}: the search is still running ({where}"
+                + (")" if alive else "; not this host: resume it there)")
+                + "; wait for it, or stop it first"
+            )
+    differences = _differences(plan, parent.data.tags, parent.data.params)
+    if differences:
+        raise UserError(
+            f"--resume {parent.info.run_id}: it ran with {'; '.join(differences)}; give the same spec and options, "
+            f"or start a new search without --resume"
+        )
+    children = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.`{schema.PARENT_RUN}` = '{parent.info.run_id}'",
+        max_results=50000,
+    )
+    finished = {
+        (child.data.tags.get(schema.CONFIG_KEY, ""), int(child.data.params.get(schema.PARAM_REPEAT, 0))): child
+        for child in children
+        if child.info.status == TrialStatus.FINISHED.value
+    }
+    metric = plan.spec.metric
+    values = tuple(c.data.metrics[metric] for c in finished.values() if metric in c.data.metrics)
+    return ResumePoint(
+        parent_run_id=parent.info.run_id,
+        finished=frozenset(finished),
+        metric_values=values,
+        sessions_before=int(parent.data.metrics.get(schema.SESSIONS, 1)),
+        remaining=plan.trials_total - len(set(finished) & _all_keys(plan)),
+    )
+
+
+def _all_keys(plan: SearchPlan) -> set[tuple[str, int]]:
+    return {(config_key(c), r) for c in plan.spec.configurations() for r in range(plan.spec.repeats)}
+
+
+def expected_tags(plan: SearchPlan) -> dict[str, str]:
+    """The parent's tags that say what a trial measures; a resumed search must match them."""
+    options = plan.options
+    return {
+        schema.SPEC_HASH: plan.spec.spec_hash,
+        schema.DEVICE: options.device,
+        schema.BACKEND: plan.backend,
+        schema.CPUS_PER_TRIAL: str(plan.cpus_per_trial),
+        schema.GPUS_PER_TRIAL: f"{plan.gpus_per_trial:g}",
+        schema.DATA_PATH: plan.data.description,
+        schema.DATA_SYNTHETIC: str(plan.data.synthetic).lower(),
+        schema.COMPILE_CACHE: "per search" if options.compile_cache and plan.backend == "jax" else "off",
+    }
+
+
+def _differences(plan: SearchPlan, tags: Mapping[str, str], params: Mapping[str, str]) -> list[str]:
+    from gridbench.search.run import search_params
+
+    ran = [
+        f"{name} {params.get(name, '(none)')} (now {value})"
+        for name, value in ((k, _as_param(v)) for k, v in search_params(plan.spec).items())
+        if params.get(name) != value
+    ]
+    ran += [f"{name} {params[name]} (now none)" for name in params if name not in search_params(plan.spec)]
+    ran += [
+        f"{name} {tags.get(name, '(none)')} (now {value})"
+        for name, value in expected_tags(plan).items()
+        if tags.get(name) != value and name != schema.SPEC_HASH
+    ]
+    if not ran and tags.get(schema.SPEC_HASH) != plan.spec.spec_hash:
+        ran.append(f"spec.hash {tags.get(schema.SPEC_HASH)} (now {plan.spec.spec_hash})")
+    return ran
+
+
+def _as_param(value: Any) -> str:
+    # As MlflowRecorder stores a param.
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)

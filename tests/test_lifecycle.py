@@ -1,0 +1,339 @@
+"""Every way a search ends: signals, a driver killed outright and --resume, a worker killed mid-trial.
+
+The end-to-end tests run `python -m gridbench search` (real Ray, real Keras on digits) or
+run_search with a fake trial (tests/fakes.py) against a real SQLite store. Processes are
+found through the search's own process tree and ended by PID, never by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import fakes
+import psutil
+import pytest
+
+from gridbench.errors import UserError
+from gridbench.search import SearchOptions, plan_search, run_search
+from gridbench.search.lifecycle import SearchInterrupted, StopSignals
+from gridbench.search.resume import expected_tags, locate
+from gridbench.search.run import search_params
+from gridbench.search.tune_callback import death_reason
+from gridbench.spec import load_spec
+from gridbench.tracking import schema
+from gridbench.tracking.records import TrialRecord
+from gridbench.tracking.store import MlflowRecorder
+
+
+def digits(units=("32", "64"), epochs="2"):
+    return load_spec("digits").with_overrides(
+        {"learning_rate": "0.01", "epochs": epochs}, {"hidden_units": list(units)}
+    )
+
+
+def search_runs(store: str):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("gridbench/digits")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000) if experiment else []
+    parents = [r for r in runs if schema.PARENT_RUN not in r.data.tags]
+    children = [r for r in runs if schema.PARENT_RUN in r.data.tags]
+    return parents, children
+
+
+# --- fast: no Ray ------------------------------------------------------------------------------------------------
+
+
+def test_sigterm_raises_search_interrupted_once_and_a_swallowed_signal_is_still_seen():
+    signals = StopSignals()
+    signals.install()
+    try:
+        with pytest.raises(SearchInterrupted) as raised:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        assert raised.value.exit_code == 143 and raised.value.signal_name == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGINT)  # a second signal while the search ends is noted, not raised
+        time.sleep(0.1)
+        with pytest.raises(SearchInterrupted):
+            signals.check()  # as after a ray.init that swallowed the first
+    finally:
+        signals.restore()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_dead_workers_reason_is_rays_first_line_and_exit_detail():
+    class ActorDiedError(Exception):
+        pass
+
+    error = ActorDiedError(
+        "The actor died unexpectedly before finishing this task.\n\tclass_name: ImplicitFunc\n\tpid: 4242\n"
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2. End of file. Some common causes include: (1) ..."
+    )
+    assert death_reason(error) == (
+        "ActorDiedError: The actor died unexpectedly before finishing this task. (Worker exit type: SYSTEM_ERROR "
+        "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.)"
+    )
+
+
+def _recorded_search(plan, tags=None, finished=()):
+    """A search's parent (and FINISHED children) written as run_search writes them, without Ray."""
+    recorder = MlflowRecorder(plan.tracking_uri, plan.spec.name)
+    recorder.start("test", search_params(plan.spec), {schema.KIND: "search", **expected_tags(plan), **(tags or {})}, {})
+    for config, repeat in finished:
+        record = TrialRecord("t", config, repeat, "FINISHED", {"test_accuracy": 0.5}, {}, time.time(), time.time())
+        recorder.record_trial(record, {}, {schema.KIND: "trial"})
+    return recorder
+
+
+def test_resume_refuses_other_options_in_one_line_and_runs_only_what_did_not_finish(store):
+    plan = plan_search(digits(("16", "32", "64")), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    recorder = _recorded_search(plan, finished=[({"hidden_units": 32}, 0)])
+    recorder.finish(None, schema.SearchStatus.KILLED, "stopped by SIGTERM")
+
+    point = locate(plan)  # the latest unfinished search of digits
+    assert point.parent_run_id == recorder.parent_run_id and point.remaining == 2
+    assert point.tune_points(plan) == [{"hidden_units": 16, "repeat": 0}, {"hidden_units": 64, "repeat": 0}]
+
+    other = plan_search(digits(("16", "32", "64"), epochs="3"), SearchOptions(cpus_per_trial=2, tracking_uri=store))
+    with pytest.raises(UserError) as refused:
+        locate(other, recorder.parent_run_id)
+    message = str(refused.value)
+    assert "\n" not in message and "epochs 2 (now 3)" in message and "cpus_per_trial 1 (now 2)" in message
+
+
+def test_resuming_a_finished_search_has_nothing_to_run(store):
+    plan = plan_search(digits(("32",)), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    recorder = _recorded_search(plan, finished=[({"hidden_units": 32}, 0)])
+    recorder.finish(None, schema.SearchStatus.FINISHED)
+    assert locate(plan, recorder.parent_run_id).remaining == 0
+
+
+def test_a_search_left_running_by_a_dead_driver_reads_as_killed_and_offers_resume(store):
+    from gridbench.tracking import read_search
+
+    plan = plan_search(digits(("32",)), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid is now dead
+    driver = {
+        schema.DRIVER_HOST: __import__("socket").gethostname(),
+        schema.DRIVER_PID: str(gone.pid),
+        schema.DRIVER_STARTED: "1.000",
+    }
+    stale = _recorded_search(plan, tags=driver)
+    alive = _recorded_search(plan, tags={**driver, schema.DRIVER_PID: str(os.getpid())})
+
+    read_search(store, stale.parent_run_id)
+    parents = {p.info.run_id: p for p in search_runs(store)[0]}
+    assert parents[stale.parent_run_id].info.status == "KILLED"
+    assert f"--resume {stale.parent_run_id}" in parents[stale.parent_run_id].data.tags[schema.ERROR]
+    read_search(store, alive.parent_run_id)
+    assert parents[alive.parent_run_id].info.status == "RUNNING"  # its driver (this process's pid) is alive
+
+
+# --- slow: real Ray ----------------------------------------------------------------------------------------------
+
+
+def _search_command(store: str, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gridbench",
+        "search",
+        "digits",
+        "--cpus-per-trial",
+        "1",
+        "--tracking-uri",
+        store,
+        *args,
+    ]
+
+
+def _environment(tmp_dir) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["TMPDIR"] = str(tmp_dir)  # the search's directory (and Ray's session) go here: it must be empty after
+    return env
+
+
+class ProcessTree:
+    """Every process a driver started, noted while it runs (pid and start time), to check and end by PID."""
+
+    def __init__(self, pid: int):
+        self.driver = psutil.Process(pid)
+        self.seen: dict[int, tuple[float, str]] = {}
+
+    def note(self) -> list[str]:
+        try:
+            children = self.driver.children(recursive=True)
+        except psutil.Error:
+            children = []
+        for child in children:
+            try:
+                self.seen[child.pid] = (child.create_time(), child.name())  # Ray renames its workers
+            except psutil.Error:
+                pass
+        return [name for _, name in self.seen.values()]
+
+    def wait_for(self, name_part: str, popen: subprocess.Popen, timeout: float = 180) -> None:
+        deadline = time.time() + timeout
+        while not any(name_part in name for name in self.note()):
+            if popen.poll() is not None:
+                out, err = popen.communicate()
+                pytest.fail(f"the search ended (exit {popen.returncode}) before a {name_part} process: {out}{err}")
+            assert time.time() < deadline, f"no {name_part} process under the driver: {self.note()}"
+            time.sleep(0.3)
+
+    def alive(self) -> list[psutil.Process]:
+        alive = []
+        for pid, (started, _) in self.seen.items():
+            try:
+                process = psutil.Process(pid)
+                if process.create_time() == started and process.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(process)
+            except psutil.Error:
+                pass
+        return alive
+
+    def listening(self) -> set[str]:
+        addresses = set()
+        for process in self.alive():
+            try:
+                addresses |= {c.laddr.ip for c in process.net_connections("inet") if c.status == psutil.CONN_LISTEN}
+            except psutil.Error:
+                pass
+        return addresses
+
+    def end(self) -> None:
+        for process in self.alive():
+            process.kill()
+
+
+@pytest.mark.slow
+def test_sigterm_kills_the_parent_records_running_trials_and_leaves_nothing(tmp_path, store):
+    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths live under it
+    driver = subprocess.Popen(
+        _search_command(store, "--set", "epochs=5000", "--set", "learning_rate=0.01", "--grid", "hidden_units=16,32"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environment(tmp_dir),
+        cwd=tmp_path,
+    )
+    tree = ProcessTree(driver.pid)
+    try:
+        tree.wait_for("ImplicitFunc", driver)  # a trial's worker is running
+        time.sleep(2)
+        listening = tree.listening()
+        tree.note()
+        driver.send_signal(signal.SIGTERM)
+        out, err = driver.communicate(timeout=120)
+        assert driver.returncode == 143, out + err
+        assert err.count("\n") == 1 and err.startswith("gridbench: stopped by SIGTERM; search "), err
+        assert "--resume" in err
+        assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening  # local Ray: loopback only
+        assert tree.alive() == []  # every process the search started has ended
+        assert list(tmp_dir.iterdir()) == []  # its directory and Ray's session are gone
+
+        (parent,), children = search_runs(store)
+        assert parent.info.status == "KILLED" and parent.data.tags[schema.ERROR] == "stopped by SIGTERM"
+        assert parent.data.tags[schema.DRIVER_PID] == str(driver.pid)
+        assert sorted(c.data.params["hidden_units"] for c in children) == ["16", "32"]
+        for child in children:
+            assert child.info.status == "KILLED" and child.data.tags[schema.ENDED_BY] == "SIGTERM"
+            assert child.data.metrics[schema.TRIAL_WALL_S] > 2
+            assert child.info.end_time - child.info.start_time == pytest.approx(
+                child.data.metrics[schema.TRIAL_WALL_S] * 1000, abs=5
+            )
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        tree.end()
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(tmp_path, store):
+    command = _search_command(store, "--set", "learning_rate=0.01", "--set", "epochs=2", "--max-concurrent", "1")
+    command += ["--grid", "hidden_units=16,32,64"]
+    env = _environment(tmp_path)
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    tree = ProcessTree(driver.pid)
+    try:
+        deadline = time.time() + 240
+        while not [c for c in search_runs(store)[1] if c.info.status == "FINISHED"]:
+            assert time.time() < deadline and driver.poll() is None, "no trial finished"
+            tree.note()
+            time.sleep(0.5)
+        tree.note()
+        driver.kill()
+        driver.wait()
+    finally:
+        tree.end()  # a driver killed outright cannot end Ray's processes itself
+    (parent,), before = search_runs(store)
+    assert parent.info.status == "RUNNING"
+    finished_before = {c.data.params["hidden_units"] for c in before if c.info.status == "FINISHED"}
+
+    resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resuming search {parent.info.run_id}: {3 - len(finished_before)} of 3 trials to run" in resumed.stdout
+
+    (after,), children = search_runs(store)
+    assert after.info.run_id == parent.info.run_id and after.info.status == "FINISHED"
+    finished = sorted(c.data.params["hidden_units"] for c in children if c.info.status == "FINISHED")
+    assert finished == ["16", "32", "64"]  # every configuration exactly once
+    assert after.data.metrics["trials_finished"] == 3 and after.data.metrics["sessions"] == 2
+    assert after.data.metrics["trials_resumed"] == len(finished_before)
+    assert "resumed (session 2)" in resumed.stdout
+
+
+def _kill_worker_when_it_starts(pid_dir, found: list) -> threading.Thread:
+    def kill():
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(pid_dir.glob("*.pid")):
+            time.sleep(0.1)
+        pid = int(next(pid_dir.glob("*.pid")).read_text())
+        found.append(pid)
+        os.kill(pid, signal.SIGKILL)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_worker_killed_mid_trial_is_recorded_with_rays_reason_and_retried(tmp_path, store, monkeypatch, retries):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    monkeypatch.setenv("GRIDBENCH_TEST_PID_DIR", str(pid_dir))
+    plan = plan_search(digits(("32",)), SearchOptions(cpus_per_trial=1, tracking_uri=store, retries=retries))
+    killed: list[int] = []
+    killer = _kill_worker_when_it_starts(pid_dir, killed)
+    result = run_search(plan, runner=fakes.waits_to_be_killed)
+    killer.join()
+
+    (parent,), children = search_runs(store)
+    children.sort(key=lambda c: c.data.tags[schema.ATTEMPT])
+    died = children[0]
+    assert died.info.status == "FAILED" and died.data.tags[schema.ATTEMPT] == "1"
+    assert died.data.tags[schema.ERROR].startswith("ActorDiedError: The actor died unexpectedly")
+    assert "Worker exit detail" in died.data.tags[schema.ERROR]
+    assert died.data.metrics[schema.TRIAL_WALL_S] > 0 and died.info.end_time > died.info.start_time
+    if retries:
+        assert died.data.tags[schema.RETRIED] == "true"
+        assert [c.info.status for c in children] == ["FAILED", "FINISHED"]
+        assert children[1].data.tags[schema.ATTEMPT] == "2"
+        assert result.summary.trials_finished == 1 and result.summary.trials_failed == 0
+    else:
+        assert len(children) == 1 and schema.RETRIED not in died.data.tags
+        assert result.summary.trials_failed == 1
+    assert parent.info.status == "FINISHED"
