@@ -26,7 +26,8 @@ from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
-from gridbench.tracking.store import MlflowRecorder, Recorder
+from gridbench.tracking.journaled import open_journaled_recorder
+from gridbench.tracking.store import Recorder
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
 from gridbench.trial.outcome import TrialOutcome
 
@@ -104,13 +105,14 @@ def run_search(
     runner: TrialRunner = run_trial,
     requested_at: float | None = None,
     extra_tags: Mapping[str, str] | None = None,
-    open_recorder: Callable[[str, str], Recorder] = MlflowRecorder,
+    open_recorder: Callable[[str, str], Recorder] = open_journaled_recorder,
 ) -> SearchResult:
     """Runs the planned search; `observer` (gridbench.search.progress.SearchProgress) hears of each trial.
 
     `requested_at` (Unix time) is when the user asked for this search, for its time
     to first trial; by default the command's start (this process's creation).
-    `open_recorder(tracking_uri, spec_name)` opens where the records go (MLflow).
+    `open_recorder(tracking_uri, spec_name)` opens where the records go: by default MLflow
+    behind a journal (gridbench.tracking.journaled), written off Tune's callback thread.
     """
     _quiet_ray()
     import ray
