@@ -24,9 +24,9 @@ from gridbench.search import placement
 from gridbench.search.plan import SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
+from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
-from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.store import Recorder
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
 from gridbench.trial.outcome import TrialOutcome

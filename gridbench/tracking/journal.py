@@ -144,7 +144,9 @@ def read_journal(path: str | Path) -> JournalContents:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as err:
-        raise UserError(f"journal {path}: cannot read it ({err.strerror}); give a file from gridbench-journal/") from None
+        raise UserError(
+            f"journal {path}: cannot read it ({err.strerror}); give a file from gridbench-journal/"
+        ) from None
     events, torn = [], 0
     for line in lines:
         try:
@@ -154,7 +156,9 @@ def read_journal(path: str | Path) -> JournalContents:
     if not events or events[0].get("event") != "start":
         raise UserError(f"{path} is not a gridbench journal (it must begin with a search's start); check the path")
     if events[0].get("v", 0) > FORMAT_VERSION:
-        raise UserError(f"journal {path} has format {events[0]['v']}, newer than this gridbench reads; upgrade gridbench")
+        raise UserError(
+            f"journal {path} has format {events[0]['v']}, newer than this gridbench reads; upgrade gridbench"
+        )
     first = events[0]
     contents = JournalContents(
         path=path,

@@ -152,7 +152,7 @@ CONCURRENCY = _metric("concurrency", On.SEARCH, "trials the resources allowed at
 OVERHEAD_RATIO = _metric("overhead_ratio", On.SEARCH, "makespan / (trial wall sum / concurrency)")
 OVERHEAD_S = _metric("overhead_s", On.SEARCH, "makespan - trial wall sum / concurrency")
 BEST_METRIC = _metric("best_metric", On.SEARCH, "the best value of the ranking metric")
-# The journal and the store writer (gridbench.tracking.journal, .journaled): what recording cost, apart from the makespan.
+# The journal and the store writer (tracking/journal.py, journaled.py): what recording cost, apart from the makespan.
 JOURNAL_PATH = _tag("journal.path", On.SEARCH, "the search's journal: every record, before the store (gridbench sync)")
 JOURNAL_ID = _tag("journal.id", On.SEARCH, "the journal's id: how `gridbench sync` finds the parent run again")
 JOURNAL_WRITE_S = _metric("journal_write_s", On.SEARCH, "appending and fsyncing trials to the journal (Tune's thread)")

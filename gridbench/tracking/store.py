@@ -103,7 +103,9 @@ def _check_writable_directory(uri: str, directory: Path) -> None:
     import tempfile
 
     if not directory.is_dir():
-        raise UserError(f"tracking URI {uri}: directory {directory} does not exist; create it or choose another --tracking-uri")
+        raise UserError(
+            f"tracking URI {uri}: directory {directory} does not exist; create it or choose another --tracking-uri"
+        )
     try:
         with tempfile.TemporaryFile(dir=directory, prefix=".gridbench-probe-"):
             pass
@@ -121,7 +123,9 @@ def _check_sqlite_store(uri: str, path: Path) -> None:
         with open(path, "r+b") as file:
             header = file.read(len(_SQLITE_HEADER))
     except OSError as err:
-        raise UserError(f"tracking URI {uri}: cannot write {path} ({err.strerror}); choose another --tracking-uri") from None
+        raise UserError(
+            f"tracking URI {uri}: cannot write {path} ({err.strerror}); choose another --tracking-uri"
+        ) from None
     if header and header != _SQLITE_HEADER:  # an empty file is an empty database to SQLite
         raise UserError(f"tracking URI {uri}: {path} is not an SQLite database; choose another --tracking-uri")
     try:
@@ -129,7 +133,9 @@ def _check_sqlite_store(uri: str, path: Path) -> None:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         connection.close()
     except sqlite3.DatabaseError as err:
-        raise UserError(f"tracking URI {uri}: {path} is not a readable SQLite database ({err}); choose another --tracking-uri") from None
+        raise UserError(
+            f"tracking URI {uri}: {path} is not a readable SQLite database ({err}); choose another --tracking-uri"
+        ) from None
     if tables and not {"alembic_version", "experiments"} <= tables:
         raise UserError(
             f"tracking URI {uri}: {path} is an SQLite database but not an MLflow store; choose another --tracking-uri"
@@ -149,7 +155,7 @@ def open_client(tracking_uri: str):
         return MlflowClient(tracking_uri)
     from filelock import FileLock
 
-    with FileLock(f"{tracking_uri[len('sqlite:///'):]}.lock", timeout=120):
+    with FileLock(f"{tracking_uri[len('sqlite:///') :]}.lock", timeout=120):
         return MlflowClient(tracking_uri)
 
 

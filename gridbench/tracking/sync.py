@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from gridbench.tracking import schema
 from gridbench.errors import UserError
+from gridbench.tracking import schema
 from gridbench.tracking.journal import JournalContents, read_journal, summary_from_dict
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
