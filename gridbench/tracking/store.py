@@ -62,7 +62,7 @@ def check_tracking_uri(uri: str) -> None:
     if parsed.scheme.split("+")[0] not in SUPPORTED_SCHEMES:
         raise UserError(
             f"tracking URI {uri}: unsupported scheme {parsed.scheme + ':' if parsed.scheme else '(none)'}; use "
-            f"sqlite:///PATH, http(s)://HOST:PORT (an MLflow server) or a database URI (postgresql://, mysql://)"
+            f"--tracking-uri sqlite:///PATH, http(s)://HOST:PORT (an MLflow server) or a database URI (postgresql://)"
         )
     if parsed.scheme == "sqlite":
         path = Path(uri[len("sqlite:///") :])
