@@ -95,8 +95,12 @@ def test_two_searches_creating_one_new_sqlite_store_at_once_both_succeed(tmp_pat
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     go = tmp_path / "go"
     searches = [
-        subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, store, str(go), str(tmp_path / f"ready{i}")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, store, str(go), str(tmp_path / f"ready{i}")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
         for i in range(2)
     ]
     try:
