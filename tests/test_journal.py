@@ -28,6 +28,7 @@ class Outage:
 
     def __init__(self, client):
         self.client, self.down, self.lost_replies, self.calls = client, False, 0, 0
+        self.refused_run_name: str | None = None  # create_run of this name is refused (HTTP 400)
 
     def __getattr__(self, name):
         method = getattr(self.client, name)
@@ -36,6 +37,11 @@ class Outage:
             self.calls += 1
             if self.down:
                 raise ConnectionError("Connection refused")
+            if name == "create_run" and kwargs.get("run_name") == self.refused_run_name:
+                from mlflow.exceptions import MlflowException
+                from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+                raise MlflowException("Invalid value for tag", error_code=INVALID_PARAMETER_VALUE)
             result = method(*args, **kwargs)
             if name == "create_run" and self.lost_replies:
                 self.lost_replies -= 1
@@ -137,7 +143,7 @@ def test_a_store_down_for_good_leaves_one_line_and_sync_writes_the_rest_exactly_
     parent = start(recorder)
     recorder.record_trial(trial(0), {"epochs": 1}, {"device": "cpu"})
     deadline = time.monotonic() + 30
-    while not children(store, parent)[2] and time.monotonic() < deadline:
+    while not [r for r in children(store, parent)[2] if r.info.status == "FINISHED"] and time.monotonic() < deadline:
         time.sleep(0.1)
     outage.down = True
     for index in (1, 2):
@@ -149,7 +155,7 @@ def test_a_store_down_for_good_leaves_one_line_and_sync_writes_the_rest_exactly_
     assert len(err) == 1, err
     path = recorder.journal.path
     assert err[0].startswith(f"gridbench: the store {store} did not take every record (ConnectionError")
-    assert "2 trial(s) and the search's totals are only in the journal" in err[0]
+    assert "2 trial(s) and the search's totals are only in the journal" in err[0], err[0]
     assert err[0].endswith(f"write them with: gridbench sync {path} --tracking-uri {store}")
     journal = read_journal(path)
     assert [t.record.trial_id for t in journal.trials] == ["t0", "t1", "t2"]
@@ -167,6 +173,22 @@ def test_a_store_down_for_good_leaves_one_line_and_sync_writes_the_rest_exactly_
     assert len(client.get_metric_history(parent, "makespan_s")) == 1
     assert parent_run.data.metrics["store_retries"] >= 1
     assert [m.value for m in client.get_metric_history(runs[0].info.run_id, "epoch_s")] == [0.2, 0.1]
+
+
+def test_a_record_the_store_refuses_is_left_to_the_journal_and_later_ones_go_in(store, tmp_path, capsys):
+    recorder, outage = journaled(store, tmp_path)
+    parent = start(recorder)
+    outage.refused_run_name = f"{trial(0).key} #0"
+    for index in range(3):
+        recorder.record_trial(trial(index), {}, {})
+    started = time.monotonic()
+    recorder.finish(SUMMARY, SearchStatus.FINISHED)
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert "1 trial(s) are only in the journal" in err, err
+    assert recorder.store_retries == 3
+    _, parent_run, runs = children(store, parent)
+    assert sorted(r.data.tags["trial_id"] for r in runs) == ["t1", "t2"] and parent_run.info.status == "FINISHED"
 
 
 def test_sync_into_another_store_creates_the_parent_once(store, tmp_path, capsys):

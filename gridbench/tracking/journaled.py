@@ -4,11 +4,12 @@
 
 So a slow or absent store never holds up Tune: a search's makespan holds only the
 journal's fsync (recorded as `journal_write_s`), and the store's cost is recorded
-apart (`store_write_s`, `store_lag_max_s`, `store_retries`). A failed store write is
-retried with backoff while the search runs (the journal already holds it); once the
+apart (`store_write_s`, `store_lag_max_s`, `store_retries`). A store that does not
+answer is retried with backoff while the search runs (the journal already holds every
+record); a record the store refuses outright (HTTP 4xx) is tried 3 times. Once the
 search ends, the writer gives the store GRIDBENCH_STORE_GRACE_S (default 30 s) without
-progress, then stops and prints one line: where the journal is and the
-`gridbench sync` command that writes what the store lacks.
+progress, then stops and prints one line: where the journal is and the `gridbench sync`
+command that writes what the store lacks.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gridbench.tracking.sync import ensure_finish, ensure_parent, ensure_trial, 
 
 GRACE_ENV = "GRIDBENCH_STORE_GRACE_S"
 _BACKOFF_S = (0.5, 1.0, 2.0, 4.0)  # then every 4 s
+_REFUSED_ATTEMPTS = 3  # a record the store refuses outright; one that does not answer is retried until the end
 
 
 def open_journaled_recorder(tracking_uri: str, spec_name: str) -> JournaledRecorder:
@@ -214,6 +216,11 @@ class JournaledRecorder:
                     self.store_write_s += time.perf_counter() - started
                 self.store_retries += 1
                 self.last_error = _describe(err)
+                if _refused(err) and attempt + 1 >= _REFUSED_ATTEMPTS:
+                    # The store answers but refuses this record: later ones may still go in.
+                    self._count_unwritten(kind)
+                    self._last_progress = time.monotonic()
+                    return True
             if self._ending.is_set() and time.monotonic() - self._last_progress > self.grace_s:
                 return False
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
@@ -224,6 +231,13 @@ class JournaledRecorder:
             self.unwritten += 1
         else:
             self.finish_unwritten = True
+
+
+def _refused(err: BaseException) -> bool:
+    """The store answered and said no (HTTP 4xx: a bad value, say), as opposed to not answering."""
+    from mlflow.exceptions import MlflowException
+
+    return isinstance(err, MlflowException) and 400 <= err.get_http_status_code() < 500
 
 
 def _describe(err: BaseException) -> str:
