@@ -12,7 +12,9 @@ on 127.0.0.1 over a fresh SQLite backend in DIR:
    then `gridbench sync` replays the search's journal.
 
 Writes DIR/store_outage.md (the table and the commands), DIR/results.json and each
-run's raw output (search.out, search.err, server.log, sync.out) under DIR/<run>/.
+run's raw output (search.out, search.err, server.log, sync.out, result.json) under
+DIR/<run>/. `--runs undisturbed` and `--runs server-killed` run one each (two shorter
+commands), `--report-only` then builds the table from DIR.
 Every figure is read back from the store: FINISHED children, duplicates (children
 beyond one per trial id), the parent's makespan, overhead ratio and store metrics.
 Stops only the servers and searches it started, by their process ids.
@@ -21,6 +23,7 @@ Stops only the servers and searches it started, by their process ids.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -35,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from gridbench.tracking.ui import free_port, server_command  # noqa: E402
 
+RUNS = {"undisturbed": False, "server-killed": True}  # name: whether the server is killed mid-search
 STORED_CHILDREN = (
     "SELECT count(*) FROM runs WHERE status = 'FINISHED' AND lifecycle_stage = 'active' AND run_uuid IN "
     "(SELECT run_uuid FROM tags WHERE key = 'mlflow.parentRunId')"
@@ -102,7 +106,7 @@ def run(name: str, args, out: Path, outage: bool) -> dict:
     if args.backend:
         command += ["--backend", args.backend]
     env = {**os.environ, "GRIDBENCH_JOURNAL_DIR": str(directory / "journal")}
-    result: dict = {"run": name, "command": " ".join(command[1:]), "outage_s": 0.0}
+    result: dict = {"run": name, "command": " ".join(["python", *command[1:]]), "outage_s": 0.0}
     try:
         with open(directory / "search.out", "w") as stdout, open(directory / "search.err", "w") as stderr:
             started = time.monotonic()
@@ -139,6 +143,7 @@ def run(name: str, args, out: Path, outage: bool) -> dict:
         server.kill()
     result["hint"] = next((line for line in (directory / "search.err").read_text().splitlines()
                            if "gridbench sync" in line), "")  # fmt: skip
+    (directory / "result.json").write_text(json.dumps(result, indent=2))
     return result
 
 
@@ -206,12 +211,30 @@ def main() -> None:
     parser.add_argument("--outage-s", type=float, default=30.0, help="seconds the server stays down (default 30)")
     parser.add_argument("--outage-at", type=float, default=0.3, help="kill once this share of trials is stored")
     parser.add_argument("--backend", help="Keras backend (default: gridbench's choice, $KERAS_BACKEND)")
+    parser.add_argument("--runs", default=",".join(RUNS), help="which runs, e.g. one per invocation (default: both)")
+    parser.add_argument("--report-only", action="store_true", help="rebuild the table from DIR's results")
     args = parser.parse_args()
+    # mlflow-skinny (the GPU machine's kit) has the client, not the server.
+    missing = [name for name in ("flask", "uvicorn", "mlflow.server") if importlib.util.find_spec(name) is None]
+    if missing:
+        sys.exit(
+            f"`mlflow server` cannot run here (missing: {', '.join(missing)}): install the full mlflow package; "
+            f"for the GPU machine's kit: ../shared/device-kit/build.sh .devkit 'mlflow==3.17.2'"
+        )
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
 
-    results = [run("undisturbed", args, out, outage=False), run("server killed", args, out, outage=True)]
+    for name in [] if args.report_only else args.runs.split(","):
+        if name not in RUNS:
+            sys.exit(f"--runs: unknown run {name!r}; choose from {', '.join(RUNS)}")
+        run(name, args, out, outage=RUNS[name])
+    # Every run's result found under DIR: runs made by separate invocations (--runs) report together.
+    results = [json.loads((out / name / "result.json").read_text()) for name in RUNS
+               if (out / name / "result.json").is_file()]  # fmt: skip
     (out / "results.json").write_text(json.dumps(results, indent=2))
+    if len(results) < 2:
+        print(f"{', '.join(r['run'] for r in results)} done; run the other with --runs to get the table")
+        return
     undisturbed, disturbed = results
     try:
         ratio = f"{disturbed['makespan_s'] / undisturbed['makespan_s']:.3f}"
