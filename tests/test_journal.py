@@ -20,6 +20,12 @@ from gridbench.tracking.store import MlflowRecorder
 from gridbench.tracking.sync import sync_journal
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    """One SQLite store for the module (creating one takes seconds); each test has a search of its own in it."""
+    return f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+
+
 class Outage:
     """Wraps an MlflowClient: while `down`, every call raises as an unreachable server would.
 
