@@ -173,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--experiment", metavar="NAME", help="print this experiment's runs page (default: the newest)")
     ui.set_defaults(handler=_ui)
 
+    sync = commands.add_parser(
+        "sync", help="write a search's journal into the store: what a store outage left out (idempotent)"
+    )
+    sync.add_argument("journal", metavar="JOURNAL", help="a search's journal (.jsonl, in gridbench-journal/)")
+    sync.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: the one the search wrote to)")
+    sync.set_defaults(handler=_sync)
+
     report = commands.add_parser(
         "report", help="a search, comparison or scale run as one self-contained HTML page, readable offline"
     )
@@ -489,6 +496,13 @@ def _baseline(args: argparse.Namespace) -> int:
         f"{spec.name}: GridSearchCV({args.estimator}) over {len(trials)} configurations in {summary.makespan_s:.1f} s; "
         f"best test_accuracy {best.metrics['test_accuracy']:.4f} at {best.key}; MLflow parent run {run_id}"
     )
+    return 0
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from gridbench.tracking.sync import sync_journal
+
+    print(sync_journal(args.journal, args.tracking_uri).line())
     return 0
 
 

@@ -16,6 +16,7 @@ from gridbench.datasets.find import locate
 from gridbench.errors import UserError
 from gridbench.search import backends, placement
 from gridbench.spec import ExperimentSpec
+from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
 
 DEVICES = ("cpu", "gpu")
@@ -157,6 +158,7 @@ def plan_search(
     data = locate(spec.dataset, options.data_dir, options.synthetic)
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
+    check_journal_dir(tracking_uri)
     meanwhile = (lambda: while_probing(options, cores, gpus)) if while_probing else None
     if workload.framework == "keras":
         choice = _while(lambda: _choose_backend(options, visible_gpus), meanwhile)

@@ -27,10 +27,11 @@ from gridbench.search.lifecycle import SearchInterrupted
 from gridbench.search.plan import SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
+from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus, TrialStatus
 from gridbench.tracking.stale import driver_tags
-from gridbench.tracking.store import MlflowRecorder, Recorder
+from gridbench.tracking.store import Recorder
 from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
 from gridbench.trial.outcome import TrialOutcome
 from gridbench.workloads import RUNTIME_HYPERPARAMETERS, program_key
@@ -176,7 +177,7 @@ def run_search(
     runner: TrialRunner = run_trial,
     requested_at: float | None = None,
     extra_tags: Mapping[str, str] | None = None,
-    open_recorder: Callable[[str, str], Recorder] = MlflowRecorder,
+    open_recorder: Callable[[str, str], Recorder] = open_journaled_recorder,
     resume: ResumePoint | None = None,
     session: RaySession | None = None,
 ) -> SearchResult:
@@ -184,7 +185,8 @@ def run_search(
 
     `requested_at` (Unix time) is when the user asked for this search, for its time
     to first trial; by default the command's start (this process's creation).
-    `open_recorder(tracking_uri, spec_name)` opens where the records go (MLflow).
+    `open_recorder(tracking_uri, spec_name)` opens where the records go: by default MLflow
+    behind a journal (gridbench.tracking.journaled), written off Tune's callback thread.
     `resume` (gridbench.search.resume.locate) continues that search: only its trials not
     FINISHED run, recorded under its parent run. `session`: the Ray that planning started
     (RaySession); by default Ray starts here.

@@ -172,6 +172,13 @@ SESSIONS = _metric("sessions", On.SEARCH, "sessions that ran the search: 1, plus
 TRIALS_RESUMED = _metric(
     "trials_resumed", On.SEARCH, "trials finished in earlier sessions; makespan_s and the overheads cover the others"
 )
+# The journal and the store writer (tracking/journal.py, journaled.py): what recording cost, apart from the makespan.
+JOURNAL_PATH = _tag("journal.path", On.SEARCH, "the search's journal: every record, before the store (gridbench sync)")
+JOURNAL_ID = _tag("journal.id", On.SEARCH, "the journal's id: how `gridbench sync` finds the parent run again")
+JOURNAL_WRITE_S = _metric("journal_write_s", On.SEARCH, "appending and fsyncing trials to the journal (Tune's thread)")
+STORE_WRITE_S = _metric("store_write_s", On.SEARCH, "writing trials to the store, retries included (a writer thread)")
+STORE_LAG_MAX_S = _metric("store_lag_max_s", On.SEARCH, "the longest a trial waited from journal to store")
+STORE_RETRIES = _metric("store_retries", On.SEARCH, "store writes that failed and were tried again")
 
 # --- A trial (nested run) ------------------------------------------------------------------------------------------
 PARENT_RUN = _tag("mlflow.parentRunId", On.TRIAL, "the search's run (MLflow's own tag)")

@@ -47,19 +47,33 @@ def resolve_tracking_uri(uri: str | None) -> str:
     return uri
 
 
+# What MLflow can write to; a database URI may name its driver ("postgresql+psycopg2").
+SUPPORTED_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def check_tracking_uri(uri: str) -> None:
-    """Raises a UserError if the store cannot be written; writes nothing itself."""
+    """Raises a UserError if the store cannot be written; writes nothing itself (a probe file is removed).
+
+    Every check takes at most seconds (an HTTP server gets 5 s), so that a bad URI is
+    refused before Ray starts rather than after minutes of MLflow's retries.
+    """
     parsed = urlparse(uri)
+    if parsed.scheme.split("+")[0] not in SUPPORTED_SCHEMES:
+        raise UserError(
+            f"tracking URI {uri}: unsupported scheme {parsed.scheme + ':' if parsed.scheme else '(none)'}; use "
+            f"--tracking-uri sqlite:///PATH, http(s)://HOST:PORT (an MLflow server) or a database URI (postgresql://)"
+        )
     if parsed.scheme == "sqlite":
         path = Path(uri[len("sqlite:///") :])
+        if str(path) == ":memory:":
+            return
         if path.exists():
-            if not path.is_file() or not os.access(path, os.W_OK):
-                raise UserError(f"tracking URI {uri}: {path} is not a writable file; choose another --tracking-uri")
-        elif not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
-            raise UserError(
-                f"tracking URI {uri}: directory {path.parent} does not exist or is not writable; "
-                f"create it or choose another --tracking-uri"
-            )
+            if not path.is_file():
+                raise UserError(f"tracking URI {uri}: {path} is not a file; choose another --tracking-uri")
+            _check_sqlite_store(uri, path)
+        else:
+            _check_writable_directory(uri, path.parent)
     elif parsed.scheme == "file":
         if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
             raise UserError(
@@ -82,6 +96,67 @@ def check_tracking_uri(uri: str) -> None:
             raise UserError(
                 f"tracking server {uri} does not answer ({type(err).__name__}); start it or fix --tracking-uri"
             ) from None
+
+
+def _check_writable_directory(uri: str, directory: Path) -> None:
+    """Creates and removes a probe file: os.access says yes to root even on a read-only file system."""
+    import tempfile
+
+    if not directory.is_dir():
+        raise UserError(
+            f"tracking URI {uri}: directory {directory} does not exist; create it or choose another --tracking-uri"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".gridbench-probe-"):
+            pass
+    except OSError as err:
+        raise UserError(
+            f"tracking URI {uri}: cannot write in {directory} ({err.strerror}); choose another --tracking-uri"
+        ) from None
+
+
+def _check_sqlite_store(uri: str, path: Path) -> None:
+    """An existing file must be writable and an SQLite database that is empty or MLflow's (read, never changed)."""
+    import sqlite3
+
+    try:
+        with open(path, "r+b") as file:
+            header = file.read(len(_SQLITE_HEADER))
+    except OSError as err:
+        raise UserError(
+            f"tracking URI {uri}: cannot write {path} ({err.strerror}); choose another --tracking-uri"
+        ) from None
+    if header and header != _SQLITE_HEADER:  # an empty file is an empty database to SQLite
+        raise UserError(f"tracking URI {uri}: {path} is not an SQLite database; choose another --tracking-uri")
+    try:
+        with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5) as connection:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        connection.close()
+    except sqlite3.DatabaseError as err:
+        raise UserError(
+            f"tracking URI {uri}: {path} is not a readable SQLite database ({err}); choose another --tracking-uri"
+        ) from None
+    if tables and not {"alembic_version", "experiments"} <= tables:
+        raise UserError(
+            f"tracking URI {uri}: {path} is an SQLite database but not an MLflow store; choose another --tracking-uri"
+        )
+
+
+def open_client(tracking_uri: str):
+    """An MlflowClient; a new SQLite store is created under a lock beside it.
+
+    MLflow creates a new store's tables on first open, and two processes doing so at
+    once fail (alembic: "expected to match one row"); the lock makes the second wait.
+    """
+    from mlflow import MlflowClient
+
+    quiet_mlflow()
+    if urlparse(tracking_uri).scheme != "sqlite" or tracking_uri.endswith(":memory:"):
+        return MlflowClient(tracking_uri)
+    from filelock import FileLock
+
+    with FileLock(f"{tracking_uri[len('sqlite:///') :]}.lock", timeout=120):
+        return MlflowClient(tracking_uri)
 
 
 def check_store_exists(uri: str) -> None:
@@ -135,12 +210,8 @@ class MlflowRecorder:
     """Writes one search to MLflow: the parent run, each trial as a nested run, the totals."""
 
     def __init__(self, tracking_uri: str, spec_name: str):
-        from mlflow import MlflowClient
-
-        quiet_mlflow()
-
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri)
+        self.client = open_client(tracking_uri)
         self.experiment_name = experiment_name(spec_name)
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
@@ -148,13 +219,7 @@ class MlflowRecorder:
     def start(
         self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], documents: Mapping[str, Any]
     ) -> str:
-        experiment = self.client.get_experiment_by_name(self.experiment_name)
-        if experiment is None:
-            self.experiment_id = self.client.create_experiment(
-                self.experiment_name, artifact_location=artifact_location(self.tracking_uri)
-            )
-        else:
-            self.experiment_id = experiment.experiment_id
+        self.experiment_id = self.ensure_experiment()
         tags = {**tags, schema.SCHEMA: str(schema.SCHEMA_VERSION)}
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags={k: _text(v) for k, v in tags.items()})
         self.parent_run_id = run.info.run_id
@@ -162,6 +227,22 @@ class MlflowRecorder:
         for name, document in documents.items():
             self.client.log_dict(self.parent_run_id, document, name)
         return self.parent_run_id
+
+    def ensure_experiment(self) -> str:
+        """The experiment's id, created if new (and found if another search created it a moment before)."""
+        from mlflow.exceptions import MlflowException
+
+        experiment = self.client.get_experiment_by_name(self.experiment_name)
+        if experiment is not None:
+            return experiment.experiment_id
+        try:
+            return self.client.create_experiment(
+                self.experiment_name, artifact_location=artifact_location(self.tracking_uri)
+            )
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self.client.get_experiment_by_name(self.experiment_name).experiment_id
 
     def record_trial(self, trial: TrialRecord, params: Mapping[str, Any], tags: Mapping[str, str]) -> str:
         """One nested run per trial, written the moment the trial ends."""

@@ -1,0 +1,179 @@
+"""The journal: a search's records in a local file, each appended and fsynced before the store is written.
+
+One JSON object per line, in order: `start` (what the parent run is made of), `parent`
+(the run id the store gave it), one `trial` per trial record, `finish` (the totals and
+how the search ended). Whatever then happens to the store or the driver, nothing
+measured is lost: `gridbench sync JOURNAL` writes what the store lacks.
+
+Where: `$GRIDBENCH_JOURNAL_DIR`; else `gridbench-journal/` beside a local store (SQLite
+database or file store); else `$XDG_STATE_HOME/gridbench/journal` (by default
+`~/.local/state/gridbench/journal`). Journals are kept: a few KB per trial.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlparse
+
+from gridbench.errors import UserError
+from gridbench.tracking.records import SearchSummary, TrialRecord
+
+FORMAT_VERSION = 1
+JOURNAL_DIR_ENV = "GRIDBENCH_JOURNAL_DIR"
+
+
+def journal_dir(tracking_uri: str) -> Path:
+    """Where a search on this store keeps its journal (see the module's docstring)."""
+    if os.environ.get(JOURNAL_DIR_ENV):
+        return Path(os.environ[JOURNAL_DIR_ENV]).expanduser().resolve()
+    parsed = urlparse(tracking_uri)
+    if parsed.scheme == "sqlite" and not tracking_uri.endswith(":memory:"):
+        return Path(tracking_uri[len("sqlite:///") :]).parent / "gridbench-journal"
+    if parsed.scheme == "file":
+        return Path(parsed.path).parent / "gridbench-journal"
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(state) / "gridbench" / "journal"
+
+
+def check_journal_dir(tracking_uri: str) -> None:
+    """Refuses, before anything runs, a journal directory that cannot be created or written."""
+    import tempfile
+
+    directory = journal_dir(tracking_uri)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory, prefix=".gridbench-probe-"):
+            pass
+    except OSError as err:
+        raise UserError(
+            f"cannot write the search's journal in {directory} ({err.strerror}); "
+            f"set {JOURNAL_DIR_ENV} to a writable directory"
+        ) from None
+
+
+class Journal:
+    """An append-only JSON-lines file; `append` returns once the line is on disk (fsync)."""
+
+    def __init__(self, path: Path, journal_id: str):
+        self.path = path
+        self.id = journal_id
+        self._lock = threading.Lock()  # Tune's callback thread and the driver's main thread both append
+        self._file = None
+
+    @classmethod
+    def create(cls, directory: Path, spec_name: str) -> Journal:
+        journal_id = uuid.uuid4().hex
+        safe_name = re.sub(r"[^\w.-]+", "_", spec_name)[:60]
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        directory.mkdir(parents=True, exist_ok=True)
+        return cls(directory / f"{safe_name}-{stamp}-{journal_id[:8]}.jsonl", journal_id)
+
+    def append(self, event: str, **fields: Any) -> float:
+        """Writes one event and syncs it to disk; returns the seconds that took."""
+        started = time.perf_counter()
+        line = json.dumps({"v": FORMAT_VERSION, "event": event, "time": time.time(), **fields}, default=_plain)
+        with self._lock:
+            if self._file is None:
+                self._file = open(self.path, "a", encoding="utf-8")
+            self._file.write(line + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+def _plain(value: Any) -> Any:
+    # NumPy scalars in a workload's metrics or tags.
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def trial_to_dict(record: TrialRecord) -> dict[str, Any]:
+    return {**asdict(record), "status": record.status.value, "epoch_times": list(record.epoch_times)}
+
+
+def trial_from_dict(values: Mapping[str, Any]) -> TrialRecord:
+    return TrialRecord(**{**values, "epoch_times": tuple(values.get("epoch_times", ()))})
+
+
+def summary_to_dict(summary: SearchSummary | None) -> dict[str, Any] | None:
+    return None if summary is None else asdict(summary)
+
+
+def summary_from_dict(values: Mapping[str, Any] | None) -> SearchSummary | None:
+    return None if values is None else SearchSummary(**values)
+
+
+@dataclass
+class JournaledTrial:
+    record: TrialRecord
+    params: dict[str, Any]
+    tags: dict[str, str]
+
+
+@dataclass
+class JournalContents:
+    """A journal read back: enough to write its search to any store."""
+
+    path: Path
+    id: str
+    tracking_uri: str
+    experiment_name: str
+    start: dict[str, Any]  # run_name, params, tags, documents
+    parent_run_id: str | None = None
+    trials: list[JournaledTrial] = field(default_factory=list)
+    finish: dict[str, Any] | None = None  # summary, store_metrics, status, error
+    torn_lines: int = 0  # a last line cut short by a crash mid-write
+
+
+def read_journal(path: str | Path) -> JournalContents:
+    """Reads a journal; a UserError if the file is missing or is not a gridbench journal."""
+    path = Path(path).expanduser().resolve()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise UserError(
+            f"journal {path}: cannot read it ({err.strerror}); give a file from gridbench-journal/"
+        ) from None
+    events, torn = [], 0
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            torn += 1
+    if not events or events[0].get("event") != "start":
+        raise UserError(f"{path} is not a gridbench journal (it must begin with a search's start); check the path")
+    if events[0].get("v", 0) > FORMAT_VERSION:
+        raise UserError(
+            f"journal {path} has format {events[0]['v']}, newer than this gridbench reads; upgrade gridbench"
+        )
+    first = events[0]
+    contents = JournalContents(
+        path=path,
+        id=first["journal_id"],
+        tracking_uri=first["tracking_uri"],
+        experiment_name=first["experiment_name"],
+        start={k: first[k] for k in ("run_name", "params", "tags", "documents")},
+        torn_lines=torn,
+    )
+    for event in events[1:]:
+        kind = event.get("event")
+        if kind == "parent":
+            contents.parent_run_id = event["run_id"]
+        elif kind == "trial":
+            contents.trials.append(JournaledTrial(trial_from_dict(event["record"]), event["params"], event["tags"]))
+        elif kind == "finish":
+            contents.finish = {k: event.get(k) for k in ("summary", "store_metrics", "status", "error")}
+    return contents

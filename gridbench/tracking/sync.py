@@ -1,0 +1,215 @@
+"""Writes that may be repeated: what the store writer retries and `gridbench sync` replays.
+
+A write that failed may still have reached the store (a timeout after the server
+acted), so a repeated write first looks for what is there. A trial's child run is
+known by its Ray trial id and start time (an attempt retried after a worker's death
+starts later); the parent by its journal id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from gridbench.errors import UserError
+from gridbench.tracking import schema
+from gridbench.tracking.journal import JournalContents, read_journal, summary_from_dict
+from gridbench.tracking.records import SearchSummary, TrialRecord
+from gridbench.tracking.schema import SearchStatus
+from gridbench.tracking.store import MlflowRecorder, check_tracking_uri, resolve_tracking_uri
+
+_RUNNING = SearchStatus.RUNNING.value
+
+
+def trial_identity(trial_id: str, started_at_ms: int) -> tuple[str, int]:
+    return trial_id, started_at_ms
+
+
+def _identity_of_run(run) -> tuple[str, int]:
+    return trial_identity(run.data.tags.get(schema.TRIAL_ID, ""), int(run.info.start_time or 0))
+
+
+def _identity_of_record(record: TrialRecord) -> tuple[str, int]:
+    return trial_identity(record.trial_id, int(record.started_at * 1000))
+
+
+def children(store: MlflowRecorder, where: str = "") -> list:
+    """The parent's child runs (every page), optionally narrowed by an MLflow filter."""
+    query = f"tags.`{schema.PARENT_RUN}` = '{store.parent_run_id}'" + (f" and {where}" if where else "")
+    runs, token = [], None
+    while True:
+        page = store.client.search_runs([store.experiment_id], filter_string=query, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def ensure_parent(store: MlflowRecorder, start: Mapping[str, Any], journal_id: str, known_run_id: str | None) -> bool:
+    """Finds the search's parent run (by id, else by journal id) or creates it; True if created."""
+    store.experiment_id = store.ensure_experiment()
+    found = None
+    if known_run_id:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = store.client.get_run(known_run_id)
+            if run.data.tags.get(schema.JOURNAL_ID) == journal_id:
+                found = known_run_id
+        except MlflowException:  # another store, or the run was never created there
+            pass
+    if found is None:
+        runs = store.client.search_runs(
+            [store.experiment_id], filter_string=f"tags.`{schema.JOURNAL_ID}` = '{journal_id}'", max_results=1
+        )
+        found = runs[0].info.run_id if runs else None
+    if found is None:
+        store.start(**start)
+        return True
+    # A start cut short may have left the run without its params or documents; writing them again is harmless.
+    store.parent_run_id = found
+    store._log(found, params=start["params"])
+    for name, document in start["documents"].items():
+        store.client.log_dict(found, document, name)
+    return False
+
+
+def ensure_trial(
+    store: MlflowRecorder, record: TrialRecord, params: Mapping[str, Any], tags: Mapping[str, str], check_first: bool
+) -> bool:
+    """Writes the trial's child run unless a complete one is there; True if written.
+
+    A child still RUNNING is a write cut short (a trial's record is never RUNNING): it is deleted and written again.
+    """
+    if check_first:
+        identity = _identity_of_record(record)
+        same = [r for r in children(store, f"tags.{schema.TRIAL_ID} = '{record.trial_id}'")
+                if _identity_of_run(r) == identity]  # fmt: skip
+        complete = [r for r in same if r.info.status != _RUNNING]
+        for run in same:
+            if not complete or run is not complete[0]:
+                store.client.delete_run(run.info.run_id)
+        if complete:
+            return False
+    store.record_trial(record, params, tags)
+    return True
+
+
+def ensure_finish(
+    store: MlflowRecorder,
+    summary: SearchSummary | None,
+    store_metrics: Mapping[str, float],
+    status: SearchStatus,
+    error: str | None,
+    check_first: bool,
+) -> bool:
+    """Ends the parent run with the search's totals, unless it already has them; True if written."""
+    if check_first:
+        run = store.client.get_run(store.parent_run_id)
+        if run.info.status == status.value and (summary is None or schema.MAKESPAN_S in run.data.metrics):
+            return False
+    if store_metrics:  # before the status: a terminated parent has all its figures
+        store._log(store.parent_run_id, metrics=store_metrics)
+    store.finish(summary, status, error)
+    return True
+
+
+def remove_duplicates(store: MlflowRecorder) -> int:
+    """Deletes extra copies of a trial's child (a write that reached the store and was retried); returns how many."""
+    by_identity: dict[tuple[str, int], list] = {}
+    for run in children(store):
+        by_identity.setdefault(_identity_of_run(run), []).append(run)
+    removed = 0
+    for runs in by_identity.values():
+        # Keep a complete copy with the most metrics.
+        runs.sort(key=lambda r: (r.info.status != _RUNNING, len(r.data.metrics)), reverse=True)
+        for extra in runs[1:]:
+            store.client.delete_run(extra.info.run_id)
+            removed += 1
+    return removed
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    journal: Path
+    tracking_uri: str
+    parent_run_id: str
+    parent_created: bool
+    trials_written: int
+    trials_present: int
+    duplicates_removed: int
+    finish_written: bool | None  # None: the journal has no end (the driver was killed)
+    torn_lines: int
+
+    def line(self) -> str:
+        finish = {
+            True: "the search's totals written",
+            False: "the search's totals already there",
+            None: "the journal has no end (the search was killed); its parent run is left as it is",
+        }[self.finish_written]
+        created = " (created)" if self.parent_created else ""
+        torn = f"; {self.torn_lines} torn line(s) skipped" if self.torn_lines else ""
+        removed = f", {self.duplicates_removed} duplicate(s) removed" if self.duplicates_removed else ""
+        return (
+            f"synced {self.journal} to {self.tracking_uri}: parent run {self.parent_run_id}{created}, "
+            f"{self.trials_written} trial(s) written, {self.trials_present} already there{removed}; {finish}{torn}"
+        )
+
+
+def sync_journal(path: str | Path, tracking_uri: str | None = None) -> SyncReport:
+    """Writes to the store whatever of the journal it lacks: the parent, each trial, the totals. Idempotent."""
+    contents = read_journal(path)
+    uri = resolve_tracking_uri(tracking_uri or contents.tracking_uri)
+    check_tracking_uri(uri)
+    try:
+        return _sync(contents, uri)
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the store failed part-way; what was written stays, a rerun skips it
+        first = (str(err).strip().splitlines() or [""])[0][:160]
+        raise UserError(
+            f"the store {uri} failed during the sync ({type(err).__name__}: {first}); run the same command again "
+            f"once it answers (it writes only what is missing)"
+        ) from None
+
+
+def _sync(contents: JournalContents, uri: str) -> SyncReport:
+    store = MlflowRecorder(uri, "")
+    store.experiment_name = contents.experiment_name
+    created = ensure_parent(store, contents.start, contents.id, contents.parent_run_id)
+    present = children(store)
+    for run in present:
+        if run.info.status == _RUNNING:  # a write cut short
+            store.client.delete_run(run.info.run_id)
+    complete = {_identity_of_run(r) for r in present if r.info.status != _RUNNING}
+    written = 0
+    for trial in contents.trials:
+        identity = _identity_of_record(trial.record)
+        if identity not in complete:
+            store.record_trial(trial.record, trial.params, trial.tags)
+            complete.add(identity)
+            written += 1
+    removed = remove_duplicates(store)
+    finish_written = None
+    if contents.finish is not None:
+        finish = contents.finish
+        finish_written = ensure_finish(
+            store,
+            summary_from_dict(finish["summary"]),
+            finish.get("store_metrics") or {},
+            SearchStatus(finish["status"]),
+            finish.get("error"),
+            check_first=True,
+        )
+    return SyncReport(
+        contents.path,
+        uri,
+        store.parent_run_id,
+        created,
+        written,
+        len(contents.trials) - written,
+        removed,
+        finish_written,
+        contents.torn_lines,
+    )
