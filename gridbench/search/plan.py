@@ -10,9 +10,8 @@ from dataclasses import dataclass, replace
 
 from gridbench import environment
 from gridbench.datasets import SHAPES, DataSource
-from gridbench.datasets.find import locate
 from gridbench.errors import UserError
-from gridbench.search import backends, placement
+from gridbench.search import backends, placement, user_check
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
 
@@ -55,6 +54,7 @@ class SearchPlan:
     gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
     cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
     trials_total: int
+    user_check_s: float = 0.0  # checking a user's model and data in a subprocess (gridbench.search.user_check)
 
     @property
     def backend(self) -> str:
@@ -154,10 +154,10 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     spec = spec.for_backend(choice.backend, options.device)
     if gpus_per_trial > 1:
         _check_data_parallel(spec, choice.backend, gpus_per_trial)
-    data = locate(spec.dataset, options.data_dir, options.synthetic)
+    data = user_check.locate(spec, options)  # a user's own data, or a built-in dataset found as usual
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
-    return SearchPlan(
+    plan = SearchPlan(
         spec=spec,
         options=options,
         tracking_uri=tracking_uri,
@@ -169,6 +169,9 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         cpus=cores,
         trials_total=trials_total,
     )
+    if spec.user_model is not None:
+        plan = replace(plan, user_check_s=user_check.check(plan))
+    return plan
 
 
 def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> tuple[SearchPlan, SearchPlan]:

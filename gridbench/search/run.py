@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.search import placement
+from gridbench.search import placement, user_check
 from gridbench.search.plan import SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
@@ -58,7 +58,7 @@ def _start_ray(plan: SearchPlan) -> None:
     if plan.options.address:
         try:
             # The cluster's nodes bring their own resources; they must reach the same data path.
-            ray.init(address=plan.options.address, **quiet)
+            ray.init(address=plan.options.address, runtime_env=user_check.runtime_env(plan.spec), **quiet)
         except (ConnectionError, RuntimeError, ValueError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(
@@ -67,6 +67,8 @@ def _start_ray(plan: SearchPlan) -> None:
             ) from None
         return
     ray.init(
+        # A user's model and loader modules, uploaded so that every worker imports them.
+        runtime_env=user_check.runtime_env(plan.spec),
         # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
         address="local",
         num_cpus=plan.cpus,  # --cpus N: Ray hands out N cores
@@ -265,6 +267,7 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
     spec, options = plan.spec, plan.options
     context = TrialContext(
         workload=spec.model,
+        user_workload=spec.workload if spec.user_model else None,
         params=dict(spec.params),
         data=plan.data,
         device=options.device,

@@ -25,7 +25,7 @@ from gridbench.trial import gpu_monitor
 from gridbench.trial.memory import memory_environment, memory_fraction
 from gridbench.trial.outcome import TrialOutcome
 from gridbench.trial.timing import PhaseClock, epoch_summary
-from gridbench.workloads import get_workload
+from gridbench.workloads import Workload, get_workload
 
 REPEAT_KEY = "repeat"
 
@@ -45,6 +45,10 @@ class TrialContext:
     compile_cache_dir: str | None = None  # JAX programs compiled once per search and shared; None: off
     inner_axis: str | None = None  # a grid axis trained inside each trial (Workload.inner_axis)
     inner_values: tuple = ()
+    user_workload: Workload | None = None  # a user's own model (gridbench.workloads.user), which has no name to look up
+
+    def resolve_workload(self) -> Workload:
+        return self.user_workload or get_workload(self.workload, "trial")
 
     @property
     def memory_fraction(self) -> float:
@@ -139,7 +143,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         if gpus:
             outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
         imported = time.perf_counter()
-        entry: WorkloadEntry = get_workload(context.workload, "trial").load_train()
+        entry: WorkloadEntry = context.resolve_workload().load_train()
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         train = _train_group if context.inner_axis else _train_one
@@ -154,7 +158,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
 
 
 def _load_data(context: TrialContext, hyperparameters) -> Dataset:
-    workload = get_workload(context.workload, "trial")
+    workload = context.resolve_workload()
     return load_shared(context.data, context.seed, flat=workload.flat_inputs, options=hyperparameters)
 
 
