@@ -77,7 +77,9 @@ def _as_arrays(value: Any, what: str) -> dict[str, np.ndarray]:
         return {name: value[name] for name in ARRAYS}
     if isinstance(value, (tuple, list)) and len(value) == 4:
         return dict(zip(ARRAYS, value))
-    raise UserError(f"{what} must be the four arrays {', '.join(ARRAYS)} (a tuple or a mapping), got {type(value).__name__}")
+    raise UserError(
+        f"{what} must be the four arrays {', '.join(ARRAYS)} (a tuple or a mapping), got {type(value).__name__}"
+    )
 
 
 def load_arrays(data: UserData) -> dict[str, np.ndarray]:
@@ -134,10 +136,14 @@ def inspect(arrays: Mapping[str, Any], what: str) -> DataFacts:
                 f"{what}: {name} must be a numeric array of shape (samples, ...), got {x.dtype}{list(x.shape)}"
             )
     if x_train.shape[1:] != x_test.shape[1:]:
-        raise UserError(f"{what}: x_train's samples are {x_train.shape[1:]} but x_test's {x_test.shape[1:]}; make them one shape")
+        raise UserError(
+            f"{what}: x_train's samples are {x_train.shape[1:]} but x_test's {x_test.shape[1:]}; make them one shape"
+        )
     for x_name, x, y_name, y in (("x_train", x_train, "y_train", y_train), ("x_test", x_test, "y_test", y_test)):
         if len(x) != len(y):
-            raise UserError(f"{what}: {x_name} has {len(x)} samples but {y_name} {len(y)} labels; give one label per sample")
+            raise UserError(
+                f"{what}: {x_name} has {len(x)} samples but {y_name} {len(y)} labels; give one label per sample"
+            )
         if len(x) == 0:
             raise UserError(f"{what}: {x_name} is empty; give it at least one sample")
         if y.ndim != 1 or y.dtype.kind not in "iu":

@@ -120,7 +120,8 @@ def _run_probe(request: dict[str, Any], backend: str) -> dict[str, Any]:
         )
     except subprocess.TimeoutExpired:
         raise UserError(
-            f"checking model {request['reference']} took over {PROBE_TIMEOUT_S} s; does its builder or loader wait on something?"
+            f"checking model {request['reference']} took over {PROBE_TIMEOUT_S} s; "
+            f"does its builder or loader wait on something?"
         ) from None
     lines = done.stdout.decode(errors="replace").strip().splitlines()
     try:
@@ -153,9 +154,10 @@ def _check_sizes(plan: SearchPlan, facts: DataFacts) -> None:
     share, what = memory_share(plan)
     if share and needed > share:
         raise UserError(
-            f"the training set needs about {needed / 2**30:.2f} GiB in each trial (estimated: {largest_share} samples of "
-            f"{list(facts.sample_shape)} x 4 bytes), more than the trial's share of {what}, about {share / 2**30:.2f} GiB "
-            f"(estimated); run fewer trials at once (--max-concurrent, --gpus-per-trial 1) or train on part (train_size)"
+            f"the training set needs about {needed / 2**30:.2f} GiB in each trial (estimated: {largest_share} "
+            f"samples of {list(facts.sample_shape)} x 4 bytes), more than the trial's share of {what}, about "
+            f"{share / 2**30:.2f} GiB (estimated); run fewer trials at once (--max-concurrent, --gpus-per-trial 1) "
+            f"or train on part of it (train_size)"
         )
 
 
@@ -174,7 +176,8 @@ def memory_share(plan: SearchPlan) -> tuple[int, str]:
         return 0, "memory"
     import psutil
 
-    return int(psutil.virtual_memory().total / plan.concurrency), f"this machine's memory ({plan.concurrency} trials at once)"
+    trials = plan.concurrency
+    return int(psutil.virtual_memory().total / trials), f"this machine's memory ({trials} trial(s) at once)"
 
 
 def _values(spec: ExperimentSpec, name: str) -> tuple:

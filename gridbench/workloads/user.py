@@ -51,8 +51,11 @@ def reference_of(model: str | Callable) -> str:
 
 def check_reference(reference: str, what: str, where: str) -> None:
     module, sep, attribute = reference.partition(":")
-    if not sep or not module.strip() or not attribute.strip() or not all(
-        part.isidentifier() for part in (*module.split("."), *attribute.split("."))
+    if (
+        not sep
+        or not module.strip()
+        or not attribute.strip()
+        or not all(part.isidentifier() for part in (*module.split("."), *attribute.split(".")))
     ):
         raise UserError(f'{where}: {what} {reference!r} must be "package.module:function", e.g. "my_models:build"')
 
@@ -84,9 +87,7 @@ class UserModel:
         return {name: dict(declared) for name, declared in self.declared.items()}
 
 
-def user_model(
-    model: str | Callable, declared: Any, where: str, base_dir: str | None = None
-) -> UserModel:
+def user_model(model: str | Callable, declared: Any, where: str, base_dir: str | None = None) -> UserModel:
     """Checks a user model's reference and its declared hyperparameters (raises UserError)."""
     builder = None
     if callable(model):
@@ -121,7 +122,8 @@ def declare(name: Any, spec: Any, where: str) -> Hyperparameter:
     unknown = sorted(set(spec) - set(_DECLARATION_KEYS))
     if unknown:
         raise UserError(
-            f"{where}: hyperparameter {name!r}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(_DECLARATION_KEYS)}"
+            f"{where}: hyperparameter {name!r}: unknown key(s) {', '.join(unknown)}; "
+            f"valid: {', '.join(_DECLARATION_KEYS)}"
         )
     kind = _KINDS.get(spec.get("type")) if isinstance(spec.get("type"), str) else None
     if kind is None and spec.get("type") in _KINDS.values():
@@ -165,7 +167,7 @@ def _rule(low: float | None, high: float | None) -> tuple[str, Callable[[Value],
 
 
 def import_callable(reference: str, base_dir: str | None, what: str) -> Callable:
-    """"package.module:function" imported, `base_dir` (the spec's folder) searched after sys.path.
+    """ "package.module:function" imported, `base_dir` (the spec's folder) searched after sys.path.
 
     Raises UserError when the module cannot be imported, lacks the attribute, or it is not callable.
     """
@@ -194,5 +196,7 @@ def import_callable(reference: str, base_dir: str | None, what: str) -> Callable
             raise UserError(f"{what} {reference}: {module_name} has no attribute {attribute!r}; check the name")
         loaded = getattr(loaded, part)
     if not callable(loaded):
-        raise UserError(f"{what} {reference}: {attribute} is a {type(loaded).__name__}, not a function; name a function")
+        raise UserError(
+            f"{what} {reference}: {attribute} is a {type(loaded).__name__}, not a function; name a function"
+        )
     return loaded
