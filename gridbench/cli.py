@@ -313,7 +313,8 @@ def _print_plan(console, plan) -> None:
         f"{where}; store {plan.tracking_uri}"
     )
     if plan.user_check_s:
-        console.print(f"model {spec.model} and data {spec.dataset} checked in {plan.user_check_s:.1f} s (CPU subprocess)")
+        checked = f"model {spec.model} and data {spec.dataset} checked in {plan.user_check_s:.1f} s"
+        console.print(f"{checked} (CPU subprocess, before Ray starts)", highlight=False)
     if plan.data.synthetic:
         console.print(f"[yellow]synthetic {spec.dataset}: random data of the real shapes; timings only, no accuracy[/]")
 

@@ -194,6 +194,7 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str, base_dir: str | 
         workload = own.workload
         own_data = _user_data(data["dataset"], source, base_dir)
     elif "hyperparameters" in data:
+        get_workload(data["model"], source)  # an unknown model is named as such first
         raise UserError(
             f'{source}: [hyperparameters] declares your own model\'s; set model = "package.module:build" '
             f"(model {data['model']!r} is built in: see `gridbench list`)"
