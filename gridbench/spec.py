@@ -33,19 +33,8 @@ METRICS = {
     "fit_s": "min",
     "trial_wall_s": "min",
 }
-_TOP_LEVEL_KEYS = (
-    "description",
-    "dataset",
-    "model",
-    "metric",
-    "mode",
-    "target",
-    "seed",
-    "repeats",
-    "params",
-    "grid",
-    "hyperparameters",
-)
+_TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "target", "seed", "repeats", "params", "grid")
+_TOP_LEVEL_KEYS += ("hyperparameters",)  # a user's own model's (gridbench.workloads.user)
 
 
 @dataclass(frozen=True)

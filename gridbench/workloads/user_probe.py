@@ -6,14 +6,13 @@ Here, on the CPU, the data is read and checked, and the builder is imported, cal
 for each distinct configuration of the user's hyperparameters and run on two samples:
 its output must be one probability per class. The request arrives on stdin
 (cloudpickle: a builder defined in a notebook travels by value); one JSON line leaves
-on stdout: {"error": "..."} or the data's facts.
+on stdout: {"error": "..."} or the data's facts and the model's parameter count.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from dataclasses import asdict
 from types import MappingProxyType
 
@@ -80,12 +79,10 @@ def main() -> None:
 
     from gridbench.errors import UserError
 
-    start = time.perf_counter()
     try:
         result = _check(cloudpickle.loads(sys.stdin.buffer.read()))
     except UserError as err:
         result = {"error": str(err)}
-    result["seconds"] = time.perf_counter() - start
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
