@@ -1,3 +1,27 @@
-"""gridbench: how much faster, and how much cheaper, is a GPU for your hyperparameter search?"""
+"""gridbench: how much faster, and how much cheaper, is a GPU for your hyperparameter search?
+
+The Python API (gridbench.api): search, compare, Spec, load_spec, and UserError for any
+input a user can fix. Importing gridbench stays light: what these names need (Ray,
+MLflow, a framework) is imported when they are called.
+"""
+
+from gridbench.errors import UserError
 
 __version__ = "0.1.0"
+
+__all__ = ["ComparisonResult", "Search", "Spec", "UserError", "compare", "load_spec", "search"]
+
+_API = frozenset(__all__) - {"UserError"}
+
+
+def __getattr__(name: str):
+    # PEP 562: gridbench.search and the rest load gridbench.api on first use.
+    if name in ("search", "compare"):  # subpackages that can be called: see api.make_package_callable
+        import importlib
+
+        return importlib.import_module(f"gridbench.{name}")
+    if name in _API:
+        from gridbench import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'gridbench' has no attribute {name!r}")

@@ -369,6 +369,9 @@ def _print_plan(console, plan) -> None:
         f"on {options.device} ({plan.backend}), {plan.cpus_per_trial} CPU(s) per trial{gpus}{parallel}, "
         f"{where}; store {plan.tracking_uri}"
     )
+    if plan.user_check_s:
+        checked = f"model {spec.model} and data {spec.dataset} checked in {plan.user_check_s:.1f} s"
+        console.print(f"{checked} (CPU subprocess, before Ray starts)", highlight=False)
     if plan.data.synthetic:
         console.print(f"[yellow]synthetic {spec.dataset}: random data of the real shapes; timings only, no accuracy[/]")
 
@@ -515,9 +518,11 @@ def _ui(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from gridbench.spec import available_experiments, load_spec
 
-    rows = []
+    rows, own_models = [], []
     for name in available_experiments():
         spec = load_spec(name)
+        if spec.user_model is not None:
+            own_models.append(spec.workload)
         axes = " x ".join(f"{axis}({len(values)})" for axis, values in spec.grid.items()) or "-"
         rows.append((name, spec.dataset, spec.model, str(spec.grid_size), axes, spec.description))
     headers = ("experiment", "dataset", "model", "configs", "grid", "description")
@@ -531,6 +536,9 @@ def _list(args: argparse.Namespace) -> int:
     for workload in WORKLOADS.values():
         names = ", ".join(hp.name for hp in workload.hyperparameters)
         print(f"  {workload.name.ljust(width)}  {workload.description} [{', '.join(workload.datasets)}]: {names}")
+    for workload in own_models:  # a user's own, declared in an experiment's [hyperparameters]
+        names = ", ".join(hp.name for hp in workload.hyperparameters)
+        print(f"  {workload.name}  {workload.description}: {names}")
     return 0
 
 

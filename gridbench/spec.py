@@ -14,10 +14,14 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from gridbench.errors import UserError
 from gridbench.workloads import Value, Workload, get_workload
+from gridbench.workloads.user import UserModel, is_model_reference, user_model
+
+if TYPE_CHECKING:  # numpy: imported only for a user's own data
+    from gridbench.datasets.user import UserData
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
@@ -30,6 +34,7 @@ METRICS = {
     "trial_wall_s": "min",
 }
 _TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "target", "seed", "repeats", "params", "grid")
+_TOP_LEVEL_KEYS += ("hyperparameters",)  # a user's own model's (gridbench.workloads.user)
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,13 @@ class ExperimentSpec:
     seed: int
     repeats: int
     source: str  # the file it came from
+    user_model: UserModel | None = None  # a user's own model (model = "package.module:build")
+    user_data: UserData | None = None  # a user's own data (an .npz, a loader, arrays)
 
     @property
     def workload(self) -> Workload:
+        if self.user_model is not None:
+            return self.user_model.workload
         return get_workload(self.model, self.source)
 
     @property
@@ -64,7 +73,9 @@ class ExperimentSpec:
         return [dict(zip(axes, values)) for values in itertools.product(*(self.grid[a] for a in axes))]
 
     def to_dict(self) -> dict[str, Any]:
+        declared = {"hyperparameters": self.user_model.declarations()} if self.user_model else {}
         return {
+            **declared,
             "name": self.name,
             "description": self.description,
             "dataset": self.dataset,
@@ -154,19 +165,33 @@ def load_spec(name_or_path: str) -> ExperimentSpec:
     except tomllib.TOMLDecodeError as err:
         # The message already says "(at line L, column C)".
         raise UserError(f"{path}: invalid TOML: {err}") from None
-    return parse_spec(data, name=path.stem, source=str(path))
+    return parse_spec(data, name=path.stem, source=str(path), base_dir=str(path.resolve().parent))
 
 
-def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpec:
+def parse_spec(data: Mapping[str, Any], name: str, source: str, base_dir: str | None = None) -> ExperimentSpec:
+    """`base_dir`: where a user's module and relative .npz path are looked for (the TOML's folder)."""
     unknown = sorted(set(data) - set(_TOP_LEVEL_KEYS))
     if unknown:
         raise UserError(f"{source}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(_TOP_LEVEL_KEYS)}")
+    own_model = is_model_reference(data.get("model"))
     for key in ("dataset", "model"):
-        if not isinstance(data.get(key), str):
+        if not isinstance(data.get(key), str) and not (own_model and data.get(key) is not None):
             raise UserError(f'{source}: {key} = "..." is required')
-    workload = get_workload(data["model"], source)
-    dataset = data["dataset"]
-    if dataset not in workload.datasets:
+    own, own_data = None, None
+    if own_model:
+        own = user_model(data["model"], data.get("hyperparameters"), source, base_dir)
+        workload = own.workload
+        own_data = _user_data(data["dataset"], source, base_dir)
+    elif "hyperparameters" in data:
+        get_workload(data["model"], source)  # an unknown model is named as such first
+        raise UserError(
+            f'{source}: [hyperparameters] declares your own model\'s; set model = "package.module:build" '
+            f"(model {data['model']!r} is built in: see `gridbench list`)"
+        )
+    else:
+        workload = get_workload(data["model"], source)
+    dataset = own_data.description if own_data else data["dataset"]
+    if workload.datasets and dataset not in workload.datasets:
         raise UserError(
             f"{source}: dataset {dataset!r} is not available for model {workload.name!r}; "
             f"choose one of {', '.join(workload.datasets)}"
@@ -207,6 +232,8 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
         description=str(data.get("description", "")),
         dataset=dataset,
         model=workload.name,
+        user_model=own,
+        user_data=own_data,
         params=MappingProxyType(params),
         grid=MappingProxyType(grid),
         metric=metric,
@@ -216,6 +243,13 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
         repeats=_repeats(data.get("repeats", 1), source),
         source=source,
     )
+
+
+def _user_data(dataset: Any, source: str, base_dir: str | None):
+    """A user's own data (an .npz, "module:function", a function, arrays), or None for a built-in dataset."""
+    from gridbench.datasets.user import is_user_dataset, user_data
+
+    return user_data(dataset, source, base_dir) if is_user_dataset(dataset) else None
 
 
 def parse_assignments(items: list[str], flag: str, allow_empty: bool = False) -> dict[str, str]:

@@ -208,7 +208,7 @@ def test_ray_starts_while_the_backends_are_asked_and_never_for_bad_input(monkeyp
     monkeypatch.setattr(backends, "probe", probe_noting_its_thread)
     spec = load_spec("digits")
     plan = plan_search(spec, SearchOptions(device="gpu"), lambda *request: started.append(request))
-    assert plan.backend == "jax" and [request[1:] for request in started] == [(plan.cpus, 1)]
+    assert plan.backend == "jax" and [request[1:3] for request in started] == [(plan.cpus, 1)]
     # The probe answered in another thread while this one (Ray's start) went on.
     assert probing_threads and probing_threads[0] != threading.main_thread().name
     with pytest.raises(UserError, match="--max-trials"):

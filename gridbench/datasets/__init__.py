@@ -14,6 +14,7 @@ This module holds what both sides share: the layouts' names and the records.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -57,9 +58,12 @@ class DataSource:
     name: str
     path: str | None = None  # None for data bundled with a library (digits) and synthetic data
     synthetic: bool = False
+    user: Any = None  # a user's own data: gridbench.datasets.user.UserData (hashable)
 
     @property
     def description(self) -> str:
+        if self.user is not None:
+            return self.user.description
         if self.synthetic:
             return "synthetic (random data of the real shapes; accuracy meaningless)"
         return self.path or "bundled with scikit-learn"

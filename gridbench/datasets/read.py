@@ -35,6 +35,10 @@ def load(source: DataSource, seed: int, flat: bool = True, options: Mapping[str,
     options = options or {}
     if source.synthetic:
         data = synthetic(source.name, seed, options)
+    elif source.user is not None:
+        from gridbench.datasets.user import read as read_user
+
+        data = read_user(source.user)
     elif source.name == "digits":
         data = _load_digits(seed)
     else:

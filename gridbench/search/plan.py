@@ -12,9 +12,8 @@ from typing import Callable
 
 from gridbench import environment
 from gridbench.datasets import SHAPES, DataSource
-from gridbench.datasets.find import locate
 from gridbench.errors import UserError
-from gridbench.search import backends, placement
+from gridbench.search import backends, placement, user_check
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
@@ -61,6 +60,7 @@ class SearchPlan:
     gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
     cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
     trials_total: int
+    user_check_s: float = 0.0  # checking a user's model and data in a subprocess (gridbench.search.user_check)
 
     @property
     def backend(self) -> str:
@@ -100,13 +100,13 @@ class SearchPlan:
 
 
 def plan_search(
-    spec: ExperimentSpec, options: SearchOptions, while_probing: Callable[[SearchOptions, int, int], None] | None = None
+    spec: ExperimentSpec, options: SearchOptions, while_probing: Callable[[SearchOptions, int, int, dict | None], None] | None = None
 ) -> SearchPlan:
     """Checks the request against this machine, the data and the store; raises UserError.
 
     The checks that need no backend come first (the data and the store among them),
     then the backend: asking backends whether they see a GPU takes seconds, and
-    `while_probing(options, cpus, gpus)` runs meanwhile (the search starts Ray then,
+    `while_probing(options, cpus, gpus, runtime_env)` runs meanwhile (the search starts Ray then,
     gridbench.search.run.RaySession.start). Only the checks that depend on the backend come after.
     """
     if options.device not in DEVICES:
@@ -155,11 +155,11 @@ def plan_search(
         raise UserError(
             f"--cpus-per-trial {cpus} is more than the {cores} cores this search may use; use at most {cores}"
         )
-    data = locate(spec.dataset, options.data_dir, options.synthetic)
+    data = user_check.locate(spec, options)  # a user's own data, or a built-in dataset found as usual
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
     check_journal_dir(tracking_uri)
-    meanwhile = (lambda: while_probing(options, cores, gpus)) if while_probing else None
+    meanwhile = (lambda: while_probing(options, cores, gpus, user_check.runtime_env(spec))) if while_probing else None
     if workload.framework == "keras":
         choice = _while(lambda: _choose_backend(options, visible_gpus), meanwhile)
     else:
@@ -173,7 +173,7 @@ def plan_search(
     spec = spec.for_backend(choice.backend, options.device)
     if gpus_per_trial > 1:
         _check_data_parallel(spec, choice.backend, gpus_per_trial)
-    return SearchPlan(
+    plan = SearchPlan(
         spec=spec,
         options=options,
         tracking_uri=tracking_uri,
@@ -185,6 +185,9 @@ def plan_search(
         cpus=cores,
         trials_total=trials_total,
     )
+    if spec.user_model is not None:
+        plan = replace(plan, user_check_s=user_check.check(plan))
+    return plan
 
 
 def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> tuple[SearchPlan, SearchPlan]:

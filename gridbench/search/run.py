@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.search import lifecycle, placement
+from gridbench.search import lifecycle, placement, user_check
 from gridbench.search.lifecycle import SearchInterrupted
 from gridbench.search.plan import SearchPlan
 from gridbench.spec import ExperimentSpec
@@ -61,14 +61,16 @@ class SearchResult:
     summary: SearchSummary
 
 
-def _start_ray(address: str | None, cpus: int, gpus: int, ray_dir: str | None = None) -> None:
+def _start_ray(
+    address: str | None, cpus: int, gpus: int, ray_dir: str | None = None, runtime_env: dict | None = None
+) -> None:
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
     if address:
         try:
             # The cluster's nodes bring their own resources; they must reach the same data path.
-            ray.init(address=address, **quiet)
+            ray.init(address=address, runtime_env=runtime_env, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(
@@ -77,6 +79,8 @@ def _start_ray(address: str | None, cpus: int, gpus: int, ray_dir: str | None = 
             ) from None
         return
     ray.init(
+        # A user's model and loader modules, uploaded so that every worker imports them.
+        runtime_env=runtime_env,
         # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
         address="local",
         num_cpus=cpus,  # --cpus N: Ray hands out N cores
@@ -107,7 +111,7 @@ class RaySession:
     def started(self) -> bool:
         return self.ray_start_s is not None
 
-    def start(self, options: SearchOptions, cpus: int, gpus: int) -> None:
+    def start(self, options: SearchOptions, cpus: int, gpus: int, runtime_env: dict | None = None) -> None:
         _quiet_ray()
         if not options.address:
             lifecycle.local_ray_environment()
@@ -118,7 +122,7 @@ class RaySession:
         threading.Thread(target=_import_mlflow, name="gridbench-import-mlflow", daemon=True).start()
         start = time.perf_counter()
         try:
-            _start_ray(options.address, cpus, gpus, self.directory.ray_dir)
+            _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
         except SystemExit as exited:
             # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
             if exited.code == signal.SIGTERM:
@@ -285,7 +289,7 @@ def _start(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Record
     with ThreadPoolExecutor(max_workers=1) as pool:
         opening = pool.submit(_open_store, open_recorder, plan)
         if not session.started:
-            session.start(plan.options, plan.cpus, plan.gpus)
+            session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec))
         ray_start_s = session.ray_start_s
         try:
             recorder, stale = opening.result()
@@ -409,6 +413,7 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
     spec, options = plan.spec, plan.options
     context = TrialContext(
         workload=spec.model,
+        user_workload=spec.workload if spec.user_model else None,
         params=dict(spec.params),
         data=plan.data,
         device=options.device,

@@ -25,7 +25,7 @@ from gridbench.trial import gpu_monitor
 from gridbench.trial.memory import memory_environment, memory_fraction
 from gridbench.trial.outcome import TrialOutcome
 from gridbench.trial.timing import PhaseClock, epoch_summary
-from gridbench.workloads import get_workload
+from gridbench.workloads import Workload, get_workload
 
 REPEAT_KEY = "repeat"
 
@@ -48,6 +48,10 @@ class TrialContext:
     # One configuration per distinct program of the search (gridbench.workloads.program_key):
     # a GPU worker compiles them ahead of need while its first trial trains.
     programs: tuple[Mapping[str, Any], ...] = ()
+    user_workload: Workload | None = None  # a user's own model (gridbench.workloads.user), which has no name to look up
+
+    def resolve_workload(self) -> Workload:
+        return self.user_workload or get_workload(self.workload, "trial")
 
     @property
     def memory_fraction(self) -> float:
@@ -142,7 +146,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         if gpus:
             outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
         imported = time.perf_counter()
-        entry: WorkloadEntry = get_workload(context.workload, "trial").load_train()
+        entry: WorkloadEntry = context.resolve_workload().load_train()
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         train = _train_group if context.inner_axis else _train_one
@@ -157,7 +161,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
 
 
 def _load_data(context: TrialContext, hyperparameters) -> Dataset:
-    workload = get_workload(context.workload, "trial")
+    workload = context.resolve_workload()
     return load_shared(context.data, context.seed, flat=workload.flat_inputs, options=hyperparameters)
 
 

@@ -69,6 +69,9 @@ class Workload:
     # Images as one row each (MLP, kernel methods); False: in their natural shape (CNNs).
     flat_inputs: bool = True
     description: str = ""  # what the model is, for `gridbench list`
+    # A user's model (gridbench.workloads.user): its builder function, or ("module:function", folder);
+    # `train` then names the entry class made for it.
+    model_builder: Any = None
 
     def hyperparameter(self, name: str, where: str) -> Hyperparameter:
         for hp in self.hyperparameters:
@@ -82,7 +85,8 @@ class Workload:
 
         module, _, attribute = self.train.partition(":")
         loaded = importlib.import_module(module)
-        return getattr(loaded, attribute) if attribute else loaded
+        loaded = getattr(loaded, attribute) if attribute else loaded
+        return loaded(self.model_builder) if self.model_builder is not None else loaded
 
     def for_backend(
         self, params: dict[str, Value], grid: dict[str, tuple[Value, ...]], backend: str, device: str, where: str
