@@ -29,7 +29,19 @@ METRICS = {
     "fit_s": "min",
     "trial_wall_s": "min",
 }
-_TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "target", "seed", "repeats", "params", "grid")
+_TOP_LEVEL_KEYS = (
+    "description",
+    "dataset",
+    "model",
+    "metric",
+    "mode",
+    "target",
+    "seed",
+    "repeats",
+    "execution",
+    "params",
+    "grid",
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,9 @@ class ExperimentSpec:
     seed: int
     repeats: int
     source: str  # the file it came from
+    # How the grid runs: "trials" (one Ray trial per configuration) or "fused" (gridbench.search.fusion).
+    # How, not what: left out of to_dict and the hash, so that fused and unfused searches share a spec hash.
+    execution: str = "trials"
 
     @property
     def workload(self) -> Workload:
@@ -110,6 +125,11 @@ class ExperimentSpec:
 
     def with_repeats(self, repeats: int) -> ExperimentSpec:
         return replace(self, repeats=_repeats(repeats, "--repeats"))
+
+    def with_execution(self, execution: str) -> ExperimentSpec:
+        from gridbench.search.fusion import check_execution
+
+        return replace(self, execution=check_execution(execution, "--execution"))
 
 
 def _axis(hp, values: Any, where: str) -> tuple[Value, ...]:
@@ -215,7 +235,14 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
         seed=seed,
         repeats=_repeats(data.get("repeats", 1), source),
         source=source,
+        execution=_execution(data.get("execution", "trials"), source),
     )
+
+
+def _execution(value: Any, where: str) -> str:
+    from gridbench.search.fusion import check_execution
+
+    return check_execution(value, where)
 
 
 def parse_assignments(items: list[str], flag: str, allow_empty: bool = False) -> dict[str, str]:

@@ -12,7 +12,7 @@ from gridbench import environment
 from gridbench.datasets import SHAPES, DataSource
 from gridbench.datasets.find import locate
 from gridbench.errors import UserError
-from gridbench.search import backends, placement
+from gridbench.search import backends, fusion, placement
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
 
@@ -55,6 +55,12 @@ class SearchPlan:
     gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
     cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
     trials_total: int
+    # Under --execution fused: configurations x repeats in groups, one Ray trial each (gridbench.search.fusion).
+    fused_groups: tuple[tuple[fusion.Member, ...], ...] = ()
+
+    @property
+    def execution(self) -> str:
+        return self.spec.execution
 
     @property
     def backend(self) -> str:
@@ -71,6 +77,8 @@ class SearchPlan:
     @property
     def trial_groups(self) -> int:
         """Ray trials: configurations x repeats, less those trained together in one trial."""
+        if self.fused_groups:
+            return len(self.fused_groups)
         return self.trials_total // max(1, len(self.inner_values))
 
     @property
@@ -115,6 +123,11 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
     _check_batch_sizes(spec)
     inner = workload.inner_axis
     ray_trials = trials_total // len(spec.grid.get(inner, (1,))) if inner else trials_total
+    groups = ()
+    if spec.execution == "fused":
+        fusion.check_fusable(workload.name, workload.framework, options.gpus_per_trial or 1.0)
+        groups = fusion.fused_groups(spec.configurations(), spec.params, spec.repeats)
+        ray_trials = len(groups)
     gpus, gpus_per_trial, visible_gpus = 0, 0.0, 0
     if options.device == "gpu":
         gpus_per_trial = placement.check_gpus_per_trial(
@@ -151,6 +164,8 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
                 f"model {workload.name} on --device gpu needs CuPy: pip install 'gridbench[cuda13]' (or [cuda12])"
             )
         choice = backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
+    if groups:
+        spec = fusion.fused_spec(spec, choice.backend)  # refuses a backend or loop that cannot fuse
     spec = spec.for_backend(choice.backend, options.device)
     if gpus_per_trial > 1:
         _check_data_parallel(spec, choice.backend, gpus_per_trial)
@@ -168,6 +183,7 @@ def plan_search(spec: ExperimentSpec, options: SearchOptions) -> SearchPlan:
         gpus=gpus,
         cpus=cores,
         trials_total=trials_total,
+        fused_groups=groups,
     )
 
 

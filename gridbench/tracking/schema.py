@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Kind(enum.Enum):
@@ -121,6 +121,9 @@ DATA_PARALLEL = _tag("data_parallel", On.SEARCH, "true: each trial spreads over 
 RAY_ADDRESS = _tag("ray.address", On.SEARCH, "local, or the Ray cluster joined")
 RAY_NODES = _tag("ray.nodes", On.SEARCH, "live Ray nodes")
 COMPILE_CACHE = _tag("compile_cache", BOTH, "per search or off: JAX's persistent compilation cache")
+EXECUTION = _tag(
+    "execution", BOTH, "trials (one Ray trial per configuration) or fused (same-program groups)", since=3, default="trials"
+)
 BASELINE = _tag("baseline", On.SEARCH, "GridSearchCV(...): a scikit-learn baseline recorded as a search")
 ERROR = _tag("error", BOTH, "why the run failed")
 COMPARED_IN = _tag("gridbench.compared_in", On.SEARCH, "the comparison run that compared this search")
@@ -182,6 +185,11 @@ EPOCH_S = _metric("epoch_s", On.TRIAL, "every epoch's time, one step each")
 SAMPLES_PER_S = _metric("samples_per_s", On.TRIAL, "training samples / steady epoch")
 TRIAL_WALL_S = _metric("trial_wall_s", On.TRIAL, "the whole trial, as a user waits for it")
 _metric(SHARED_BY, On.TRIAL, "configurations trained together in one trial (a tag too)")
+FUSED_WITH = _tag("fused_with", On.TRIAL, "configurations in this trial's fused group, itself included (a metric too)")
+_metric(FUSED_WITH, On.TRIAL, "configurations in this trial's fused group, itself included (a tag too)")
+GROUP_WARMUP_EPOCH_S = _metric("group_warmup_epoch_s", On.TRIAL, "a fused group's first epoch, the whole group's")
+GROUP_STEADY_EPOCH_S = _metric("group_steady_epoch_s", On.TRIAL, "a fused group's median later epoch, the group's")
+GROUP_FIT_S = _metric("group_fit_s", On.TRIAL, "a fused group's training, warm-up included, the whole group's")
 GROUP_WALL_S = _metric("group_wall_s", On.TRIAL, "the whole trial that trained a group of configurations")
 TEST_ACCURACY = _metric("test_accuracy", On.TRIAL, "accuracy on the held-out set (none on synthetic data)")
 TRAIN_LOSS = _metric("train_loss", On.TRIAL, "the last epoch's training loss")

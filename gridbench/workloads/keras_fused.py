@@ -131,16 +131,15 @@ class FusedSession:
         if self.state is not None:
             jax.block_until_ready(self.state)
 
-    def fit(self, clock: PhaseClock) -> list[dict[str, Any]]:
-        """Trains every member for `epochs`; returns each member's train_loss and loss history."""
+    def fit(self, clock: PhaseClock) -> list[dict[str, float]]:
+        """Trains every member for `epochs`; returns each member's last epoch's mean loss."""
         losses = []
         for _ in range(self.epochs):
             clock.epoch_begin()
             self.state, self.keys, loss = self._train_epoch(self.state, self.keys, self.x_train, self.y_train)
             clock.epoch_end()
             losses.append(loss)
-        history = np.asarray(jnp.stack(losses), dtype=np.float64)  # epochs x members
-        return [{"train_loss": float(history[-1, m]), "loss_history": history[:, m].tolist()} for m in range(self.size)]
+        return [{"train_loss": float(loss)} for loss in np.asarray(losses[-1], dtype=np.float64)]
 
     def evaluate(self) -> list[dict[str, float]]:
         trainable, non_trainable, _ = self.state
