@@ -121,9 +121,7 @@ DATA_PARALLEL = _tag("data_parallel", On.SEARCH, "true: each trial spreads over 
 RAY_ADDRESS = _tag("ray.address", On.SEARCH, "local, or the Ray cluster joined")
 RAY_NODES = _tag("ray.nodes", On.SEARCH, "live Ray nodes")
 COMPILE_CACHE = _tag("compile_cache", BOTH, "per search or off: JAX's persistent compilation cache")
-EXECUTION = _tag(
-    "execution", BOTH, "trials (one Ray trial per configuration) or fused (same-program groups)", since=3, default="trials"
-)
+EXECUTION = _tag("execution", BOTH, "trials, or fused (same-program groups)", since=3, default="trials")
 BASELINE = _tag("baseline", On.SEARCH, "GridSearchCV(...): a scikit-learn baseline recorded as a search")
 ERROR = _tag("error", BOTH, "why the run failed")
 COMPARED_IN = _tag("gridbench.compared_in", On.SEARCH, "the comparison run that compared this search")

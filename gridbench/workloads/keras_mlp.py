@@ -16,7 +16,6 @@ from keras import ops
 from scikeras.wrappers import KerasClassifier
 
 from gridbench.datasets import Dataset
-from gridbench.workloads.keras_layers import TunableDropout
 from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this module is a workload entry)
     EpochCallback,
     keras_facts,
@@ -25,6 +24,7 @@ from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this mod
     prepare,
     single_device,
 )
+from gridbench.workloads.keras_layers import TunableDropout
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
