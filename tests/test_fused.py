@@ -257,3 +257,22 @@ def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_
     walls = {c.data.metrics[schema.GROUP_WALL_S] for c in children}
     assert len(walls) == 2
     assert parent.data.metrics["trial_wall_sum_s"] == pytest.approx(sum(walls), rel=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_a_gpu_a_fused_search_trains_each_group_on_the_gpu(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = gridbench(
+        "search", "digits", "--device", "gpu", "--backend", "jax", "--gpus", "1", "--execution", "fused",
+        "--grid", "dropout=0,0.2", "--tracking-uri", store,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, (parent,), children = runs_of(store, "digits")
+    assert parent.data.tags[schema.EXECUTION] == "fused" and parent.data.metrics["trials_finished"] == 8
+    assert len(children) == 8
+    for child in children:
+        tags, metrics = child.data.tags, child.data.metrics
+        assert tags[schema.DEVICE_ACTUAL] == "gpu:0" and tags["jax.platform"] == "gpu"
+        assert tags[schema.FUSED_WITH] == "4" and tags["train_loop"] == "compiled"
+        assert metrics["gpu_samples"] >= 1 and metrics[schema.TEST_ACCURACY] > 0.1
