@@ -127,9 +127,7 @@ class ExperimentSpec:
         return replace(self, repeats=_repeats(repeats, "--repeats"))
 
     def with_execution(self, execution: str) -> ExperimentSpec:
-        from gridbench.search.fusion import check_execution
-
-        return replace(self, execution=check_execution(execution, "--execution"))
+        return replace(self, execution=_execution(execution, "--execution"))
 
 
 def _axis(hp, values: Any, where: str) -> tuple[Value, ...]:
@@ -239,10 +237,14 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str) -> ExperimentSpe
     )
 
 
-def _execution(value: Any, where: str) -> str:
-    from gridbench.search.fusion import check_execution
+# "trials": one Ray trial per configuration x repeat; "fused": gridbench.search.fusion.
+EXECUTIONS = ("trials", "fused")
 
-    return check_execution(value, where)
+
+def _execution(value: Any, where: str) -> str:
+    if value not in EXECUTIONS:
+        raise UserError(f"{where}: execution must be one of {', '.join(EXECUTIONS)}, got {value!r}")
+    return value
 
 
 def parse_assignments(items: list[str], flag: str, allow_empty: bool = False) -> dict[str, str]:

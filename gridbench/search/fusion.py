@@ -18,20 +18,12 @@ from typing import Any, Mapping
 from gridbench.errors import UserError
 from gridbench.workloads import TRAIN_LOOP, program_key
 
-EXECUTIONS = ("trials", "fused")
-DEFAULT_EXECUTION = "trials"
 # Convolutional and dense models: tested fused against alone (tests/test_fused.py).
 FUSABLE_MODELS = ("mlp", "cnn", "smallcnn", "vgg")
 FUSED_BACKENDS = ("jax",)
 
 # One member of a group: its grid point (axis values only) and its repeat.
 Member = tuple[Mapping[str, Any], int]
-
-
-def check_execution(value: Any, where: str) -> str:
-    if value not in EXECUTIONS:
-        raise UserError(f"{where}: execution must be one of {', '.join(EXECUTIONS)}, got {value!r}")
-    return value
 
 
 def fused_groups(
