@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2", help="make or replace a grid axis"
     )
     _add_lifecycle_options(search)
+    _add_execution_option(search)
     _add_compare_options(search)
     search.set_defaults(handler=_search)
 
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="also write the table (md, csv, json), the curve (PNG) and report.html here"
     )
     scale.add_argument("--html", metavar="FILE", help="also write the result as one self-contained HTML page")
+    _add_execution_option(scale)
     scale.set_defaults(handler=_scale)
 
     compare = commands.add_parser(
@@ -229,6 +231,16 @@ def _add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_execution_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--execution",
+        choices=("trials", "fused"),
+        help="trials: one Ray trial per configuration; fused: configurations that share a program train as one "
+        "vectorised program (jax.vmap) on one device, each still recorded as its own trial "
+        "(default: the spec's execution, else trials)",
+    )
+
+
 def _add_cluster_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--address",
@@ -261,6 +273,8 @@ def _load(args: argparse.Namespace):
     spec = spec.with_overrides(parse_assignments(args.sets, "--set"), parse_grid_overrides(args.grids))
     if args.repeats is not None:
         spec = spec.with_repeats(args.repeats)
+    if getattr(args, "execution", None) is not None:  # search and scale have it; baseline not
+        spec = spec.with_execution(args.execution)
     return spec
 
 
@@ -372,6 +386,12 @@ def _print_plan(console, plan) -> None:
     if plan.user_check_s:
         checked = f"model {spec.model} and data {spec.dataset} checked in {plan.user_check_s:.1f} s"
         console.print(f"{checked} (CPU subprocess, before Ray starts)", highlight=False)
+    if plan.fused_groups:
+        sizes = sorted({len(group) for group in plan.fused_groups})
+        console.print(
+            f"fused: {plan.trials_total} trials in {len(plan.fused_groups)} group(s) of "
+            f"{'/'.join(map(str, sizes))}, each one vectorised program on one device"
+        )
     if plan.data.synthetic:
         console.print(f"[yellow]synthetic {spec.dataset}: random data of the real shapes; timings only, no accuracy[/]")
 

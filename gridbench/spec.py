@@ -33,7 +33,19 @@ METRICS = {
     "fit_s": "min",
     "trial_wall_s": "min",
 }
-_TOP_LEVEL_KEYS = ("description", "dataset", "model", "metric", "mode", "target", "seed", "repeats", "params", "grid")
+_TOP_LEVEL_KEYS = (
+    "description",
+    "dataset",
+    "model",
+    "metric",
+    "mode",
+    "target",
+    "seed",
+    "repeats",
+    "execution",
+    "params",
+    "grid",
+)
 _TOP_LEVEL_KEYS += ("hyperparameters",)  # a user's own model's (gridbench.workloads.user)
 
 
@@ -53,6 +65,9 @@ class ExperimentSpec:
     source: str  # the file it came from
     user_model: UserModel | None = None  # a user's own model (model = "package.module:build")
     user_data: UserData | None = None  # a user's own data (an .npz, a loader, arrays)
+    # How the grid runs: "trials" (one Ray trial per configuration) or "fused" (gridbench.search.fusion).
+    # How, not what: left out of to_dict and the hash, so that fused and unfused searches share a spec hash.
+    execution: str = "trials"
 
     @property
     def workload(self) -> Workload:
@@ -121,6 +136,9 @@ class ExperimentSpec:
 
     def with_repeats(self, repeats: int) -> ExperimentSpec:
         return replace(self, repeats=_repeats(repeats, "--repeats"))
+
+    def with_execution(self, execution: str) -> ExperimentSpec:
+        return replace(self, execution=_execution(execution, "--execution"))
 
 
 def _axis(hp, values: Any, where: str) -> tuple[Value, ...]:
@@ -242,6 +260,7 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str, base_dir: str | 
         seed=seed,
         repeats=_repeats(data.get("repeats", 1), source),
         source=source,
+        execution=_execution(data.get("execution", "trials"), source),
     )
 
 
@@ -250,6 +269,14 @@ def _user_data(dataset: Any, source: str, base_dir: str | None):
     from gridbench.datasets.user import is_user_dataset, user_data
 
     return user_data(dataset, source, base_dir) if is_user_dataset(dataset) else None
+# "trials": one Ray trial per configuration x repeat; "fused": gridbench.search.fusion.
+EXECUTIONS = ("trials", "fused")
+
+
+def _execution(value: Any, where: str) -> str:
+    if value not in EXECUTIONS:
+        raise UserError(f"{where}: execution must be one of {', '.join(EXECUTIONS)}, got {value!r}")
+    return value
 
 
 def parse_assignments(items: list[str], flag: str, allow_empty: bool = False) -> dict[str, str]:

@@ -109,6 +109,7 @@ class Comparison:
     environment_differences: tuple[str, ...]
     timings: tuple[str, str] = (schema.STEADY_EPOCH_S, WALL)  # training-time metric, wall-time metric
     prices: Mapping[str, Any] = field(default_factory=dict)
+    strategy_differences: tuple[str, ...] = ()  # how the searches ran (execution), where they differ
 
     @property
     def baseline(self) -> SearchRun:
@@ -148,6 +149,7 @@ class Comparison:
             ],
             "mismatches": list(self.mismatches),
             "environment_differences": list(self.environment_differences),
+            "strategy_differences": list(self.strategy_differences),
             "prices": dict(self.prices),
         }
 
@@ -188,6 +190,21 @@ def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tup
             f"or pass --allow-mismatch"
         )
     return mismatches, differences
+
+
+# How a search ran, not what it measured: shown where it differs, never refused.
+STRATEGY = (schema.EXECUTION,)
+
+
+def strategy_differences(searches: Sequence[SearchRun]) -> list[str]:
+    """'execution: fused (label) vs trials (label)' for each search whose strategy differs from the baseline's."""
+    base, found = searches[0], []
+    for other in searches[1:]:
+        for key in STRATEGY:
+            mine, theirs = base.tags.get(key), other.tags.get(key)
+            if mine != theirs:
+                found.append(f"{key}: {mine} ({base.label}) vs {theirs} ({other.label})")
+    return found
 
 
 def _finished_by_config(search: SearchRun, metrics: tuple[str, str]) -> dict[str, list[TrialRun]]:
@@ -311,4 +328,5 @@ def compare(
         environment_differences=tuple(dict.fromkeys(differences)),
         timings=measured,
         prices=prices.describe([s.tags for s in searches]),
+        strategy_differences=tuple(strategy_differences(searches)),
     )

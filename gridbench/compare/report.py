@@ -104,6 +104,11 @@ def notes(comparison: Comparison) -> list[str]:
         lines.append(f"MISMATCH (allowed): {mismatch}")
     for difference in comparison.environment_differences:
         lines.append(f"environment: {difference}")
+    for difference in comparison.strategy_differences:
+        lines.append(
+            f"strategy: {difference}; a fused configuration's times are its equal share of its group's "
+            f"(fused_with), so per-configuration speedups include what fusing saved"
+        )
     prices = comparison.prices
     gpu = ", ".join(
         f"{name} ${price}/h" if price is not None else f"{name} unpriced"

@@ -183,6 +183,7 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
         "backend": first.backend,
         "cpus_per_trial": str(first.cpus_per_trial),
         "gpus_per_trial": "count (data-parallel)" if request.data_parallel else f"{first.gpus_per_trial:g}",
+        "execution": first.execution,
     }
     rows = tuple(scale_rows(points, spec.workload.train_metric))
     return ScaleResult(spec, request, scale_id, rows, labels)

@@ -13,7 +13,7 @@ from typing import Callable
 from gridbench import environment
 from gridbench.datasets import SHAPES, DataSource
 from gridbench.errors import UserError
-from gridbench.search import backends, placement, user_check
+from gridbench.search import backends, fusion, placement, user_check
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
@@ -61,6 +61,12 @@ class SearchPlan:
     cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
     trials_total: int
     user_check_s: float = 0.0  # checking a user's model and data in a subprocess (gridbench.search.user_check)
+    # Under --execution fused: configurations x repeats in groups, one Ray trial each (gridbench.search.fusion).
+    fused_groups: tuple[tuple[fusion.Member, ...], ...] = ()
+
+    @property
+    def execution(self) -> str:
+        return self.spec.execution
 
     @property
     def backend(self) -> str:
@@ -77,6 +83,8 @@ class SearchPlan:
     @property
     def trial_groups(self) -> int:
         """Ray trials: configurations x repeats, less those trained together in one trial."""
+        if self.fused_groups:
+            return len(self.fused_groups)
         return self.trials_total // max(1, len(self.inner_values))
 
     @property
@@ -127,6 +135,11 @@ def plan_search(
     _check_batch_sizes(spec)
     inner = workload.inner_axis
     ray_trials = trials_total // len(spec.grid.get(inner, (1,))) if inner else trials_total
+    groups = ()
+    if spec.execution == "fused":
+        fusion.check_fusable(workload.name, workload.framework, options.gpus_per_trial or 1.0)
+        groups = fusion.fused_groups(spec.configurations(), spec.params, spec.repeats)
+        ray_trials = len(groups)
     gpus, gpus_per_trial, visible_gpus = 0, 0.0, 0
     if options.device == "gpu":
         gpus_per_trial = placement.check_gpus_per_trial(
@@ -170,6 +183,8 @@ def plan_search(
                 f"model {workload.name} on --device gpu needs CuPy: pip install 'gridbench[cuda13]' (or [cuda12])"
             )
         choice = backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
+    if groups:
+        spec = fusion.fused_spec(spec, choice.backend)  # refuses a backend or loop that cannot fuse
     spec = spec.for_backend(choice.backend, options.device)
     if gpus_per_trial > 1:
         _check_data_parallel(spec, choice.backend, gpus_per_trial)
@@ -184,6 +199,7 @@ def plan_search(
         gpus=gpus,
         cpus=cores,
         trials_total=trials_total,
+        fused_groups=groups,
     )
     if spec.user_model is not None:
         plan = replace(plan, user_check_s=user_check.check(plan))

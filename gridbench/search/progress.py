@@ -223,6 +223,11 @@ def print_search(console: Console, result: SearchResult) -> None:
             f"fit s = own solve + an equal part of the shared Gram and factorisation; "
             f"wall s = an equal part of the trial's wall time"
         )
+    if result.plan.fused_groups:
+        console.print(
+            f"fused execution: {len(result.plan.fused_groups)} group(s), each trained as one vectorised program; "
+            f"a trial's times are its equal share of its group's (fused_with; the group's own in group_* metrics)"
+        )
     for trial in result.trials:
         if not trial.finished:
             console.print(f"[red]{trial.status.value}[/] {trial.key} #{trial.repeat}: {trial.error}")

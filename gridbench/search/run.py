@@ -32,7 +32,7 @@ from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus, TrialStatus
 from gridbench.tracking.stale import driver_tags
 from gridbench.tracking.store import Recorder
-from gridbench.trial import REPEAT_KEY, TrialContext, run_trial
+from gridbench.trial import FUSED_GROUP_KEY, REPEAT_KEY, TrialContext, run_trial
 from gridbench.trial.outcome import TrialOutcome
 from gridbench.workloads import RUNTIME_HYPERPARAMETERS, program_key
 
@@ -350,6 +350,7 @@ def search_tags(
         schema.RAY_NODES: str(nodes),
         schema.TRIALS_PER_GPU: str(placement.trials_per_gpu(plan.gpus_per_trial)) if gpus_used else "0",
         schema.KIND: "search",
+        schema.EXECUTION: plan.execution,
         **(extra_tags or {}),
         schema.COMPILE_CACHE: compile_cache,
     }
@@ -384,7 +385,8 @@ def search_params(spec: ExperimentSpec) -> dict[str, Any]:
 def search_run_name(plan: SearchPlan, resources: Mapping[str, float]) -> str:
     share = f"{plan.gpus_per_trial:g} GPU/trial" if _gpus_used(plan, resources) else f"{plan.cpus_per_trial} CPU/trial"
     synthetic = " synthetic" if plan.data.synthetic else ""
-    return f"{plan.spec.name} {plan.options.device} {plan.backend} {share}{synthetic}"
+    fused = f" fused ({len(plan.fused_groups)} groups)" if plan.fused_groups else ""
+    return f"{plan.spec.name} {plan.options.device} {plan.backend} {share}{fused}{synthetic}"
 
 
 def _gpus_used(plan: SearchPlan, resources: Mapping[str, float]) -> int:
@@ -398,12 +400,13 @@ def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str,
     spec = plan.spec
     trial_params = {**spec.params, schema.PARAM_SEED: spec.seed, schema.DATASET: spec.dataset, schema.MODEL: spec.model}
     trial_tags = {
-        key: tags[key] for key in (schema.DEVICE, schema.BACKEND, schema.COMPILE_CACHE, schema.DATA_SYNTHETIC)
+        key: tags[key]
+        for key in (schema.DEVICE, schema.BACKEND, schema.COMPILE_CACHE, schema.DATA_SYNTHETIC, schema.EXECUTION)
     }
     trial_tags[schema.KIND] = "trial"
     inner = (spec.workload.inner_axis, plan.inner_values)
     finished = resume.finished if resume is not None else ()
-    return RecordingCallback(recorder, trial_params, trial_tags, observer, inner=inner, finished=finished)
+    return RecordingCallback(recorder, trial_params, trial_tags, observer, inner=inner, finished=finished, fused=plan.fused_groups)
 
 
 def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, storage: str, resume=None) -> float:
@@ -425,6 +428,7 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
         inner_values=plan.inner_values,
         compile_cache_dir=os.path.join(storage, "jax-cache") if options.compile_cache else None,
         programs=program_representatives(spec),
+        fused_groups=plan.fused_groups,
     )
     param_space = {
         axis: tune.grid_search(list(values))
@@ -432,6 +436,8 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
         if axis != spec.workload.inner_axis  # trained inside each trial
     }
     param_space[REPEAT_KEY] = tune.grid_search(list(range(spec.repeats)))
+    if plan.fused_groups:  # one trial per group: its members' configurations and repeats travel in the context
+        param_space = {FUSED_GROUP_KEY: tune.grid_search(list(range(len(plan.fused_groups))))}
     trainable = tune.with_resources(
         tune.with_parameters(_trainable, context=context, runner=runner),
         {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},

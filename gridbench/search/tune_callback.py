@@ -18,17 +18,19 @@ from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus
 from gridbench.tracking.store import Recorder
-from gridbench.trial import REPEAT_KEY
+from gridbench.trial import FUSED_GROUP_KEY, REPEAT_KEY
 from gridbench.trial.outcome import MalformedOutcome, TrialOutcome
 
 
 class RecordingCallback(tune.Callback):
     """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
 
-    def __init__(self, recorder: Recorder, params, tags, observer, inner=(None, ()), finished: Collection = ()):
+    def __init__(self, recorder: Recorder, params, tags, observer, inner=(None, ()), finished: Collection = (), fused=()):
         self.recorder = recorder
         # (config key, repeat) of trials a resumed search finished before: a group retrained around them skips them.
         self.finished_before = set(finished)
+        # Fused execution: each Tune trial trains one group of (grid point, repeat) and reports one outcome each.
+        self.fused_groups = fused
         # A workload's inner axis: each Tune trial trains all these values and reports one outcome each.
         self.inner_axis, self.inner_values = inner
         self.params = params
@@ -107,6 +109,9 @@ class RecordingCallback(tune.Callback):
     def _record(self, trial, outcome: TrialOutcome):
         self.running.pop(trial.trial_id, None)
         outcome.tags[schema.ATTEMPT] = str(self._attempts.get(trial.trial_id, 1))
+        if self.fused_groups:
+            self._record_fused(trial, outcome)
+            return
         if not self.inner_axis:
             self._write(TrialRecord.from_outcome(trial.trial_id, trial.config, outcome))
             return
@@ -115,6 +120,14 @@ class RecordingCallback(tune.Callback):
         for index, part in enumerate(parts):
             config = {**trial.config, self.inner_axis: part.value}
             self._write(TrialRecord.from_outcome(f"{trial.trial_id}-{index}", config, part))
+
+    def _record_fused(self, trial, outcome: TrialOutcome) -> None:
+        """One record per member of the trial's group: its own outcome, or the group's failure for each."""
+        members = self.fused_groups[int(trial.config[FUSED_GROUP_KEY])]
+        parts = outcome.group or [outcome] * len(members)
+        for index, ((config, repeat), part) in enumerate(zip(members, parts)):
+            record = TrialRecord.from_outcome(f"{trial.trial_id}-{index}", config, replace(part, repeat=repeat))
+            self._write(record)
 
     def _write(self, record: TrialRecord) -> None:
         if (record.key, record.repeat) in self.finished_before:

@@ -10,6 +10,7 @@ concurrent trials cannot race in the store.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import time
@@ -28,6 +29,7 @@ from gridbench.trial.timing import PhaseClock, epoch_summary
 from gridbench.workloads import Workload, get_workload
 
 REPEAT_KEY = "repeat"
+FUSED_GROUP_KEY = "fused_group"  # under fused execution, a trial's config names its group (TrialContext.fused_groups)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class TrialContext:
 
     def resolve_workload(self) -> Workload:
         return self.user_workload or get_workload(self.workload, "trial")
+    # Fused execution: each group's members as (grid point, repeat); a trial trains one group (trial.fused).
+    fused_groups: tuple = ()
 
     @property
     def memory_fraction(self) -> float:
@@ -132,7 +136,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
     started_at = time.time()
     start = time.perf_counter()
     repeat = int(config.get(REPEAT_KEY, 0))
-    hyperparameters = {**context.params, **{k: v for k, v in config.items() if k != REPEAT_KEY}}
+    hyperparameters = {**context.params, **{k: v for k, v in config.items() if k not in (REPEAT_KEY, FUSED_GROUP_KEY)}}
     outcome = TrialOutcome(
         TrialStatus.FINISHED,
         started_at,
@@ -150,6 +154,10 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         train = _train_group if context.inner_axis else _train_one
+        if context.fused_groups:
+            from gridbench.trial.fused import train_fused
+
+            train = functools.partial(train_fused, members=context.fused_groups[int(config[FUSED_GROUP_KEY])])
         train(outcome, entry, context, hyperparameters, repeat, gpus, import_s, start)
     except Exception as err:
         outcome.status = TrialStatus.FAILED

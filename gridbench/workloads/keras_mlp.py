@@ -9,13 +9,12 @@ This module is the workload's entry (trial.WorkloadEntry): prepare, open_session
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import keras
 from keras import ops
 
 from gridbench.datasets import Dataset
-from gridbench.workloads.keras_layers import TunableDropout
 from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this module is a workload entry)
     EpochCallback,
     keras_facts,
@@ -24,6 +23,7 @@ from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this mod
     prepare,
     single_device,
 )
+from gridbench.workloads.keras_layers import TunableDropout
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from scikeras.wrappers import KerasClassifier
@@ -78,6 +78,19 @@ def open_session(hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
             hp, data, seed, lambda: build_mlp(hp["hidden_units"], hp["hidden_layers"], hp["dropout"], meta), workload="mlp"
         )
     return KerasMLPSession(hyperparameters, data, seed)
+
+
+def open_fused_session(members: Sequence[Mapping[str, Any]], data: Dataset, seeds: Sequence[int]):
+    """A fused group of MLP configurations (gridbench.workloads.keras_fused), one seed per member."""
+    from gridbench.workloads.keras_fused import FusedSession
+
+    meta = {"n_features_in_": data.x_train.shape[1], "n_classes_": data.num_classes}
+    return FusedSession(
+        members,
+        seeds,
+        data,
+        lambda hp: build_mlp(hp["hidden_units"], hp["hidden_layers"], hp["dropout"], meta),
+    )
 
 
 class KerasMLPSession:

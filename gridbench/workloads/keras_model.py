@@ -8,7 +8,7 @@ policy (precision).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import keras
 from keras import ops
@@ -49,6 +49,21 @@ class Entry:
 
             return CompiledSession(hyperparameters, data, seed, build_model, workload=self.family)
         return KerasFitSession(hyperparameters, data, seed, build_model)
+
+    def open_fused_session(self, members: Sequence[Mapping[str, Any]], data: Dataset, seeds: Sequence[int]):
+        """A fused group of this family's configurations (gridbench.workloads.keras_fused), one seed per member."""
+        from gridbench.workloads.keras_fused import FusedSession
+
+        # The planner groups a subset (train_size) by repeat, so that every member trains on the same samples.
+        sizes = {int(m.get("train_size", 0)) for m in members}
+        if len(sizes) != 1 or (sizes != {0} and len(set(seeds)) != 1):
+            raise ValueError("the members of a fused group must train on the same samples (train_size and seed)")
+        data = take_train(data, sizes.pop(), seeds[0])
+
+        def build_model(hyperparameters: Mapping[str, Any]) -> keras.Model:
+            return self.build(hyperparameters, data.x_train.shape[1:], data.num_classes)
+
+        return FusedSession(members, seeds, data, build_model)
 
 
 class KerasFitSession:

@@ -1,0 +1,99 @@
+"""A fused group in a Ray worker: several configurations trained as one vectorised program, timed as one.
+
+The group's phases and epochs are measured once, on a synchronised clock (the
+group's state is what `sync` waits for). Each member then gets its own outcome:
+its own accuracy and loss, and timings that say what was shared: `fused_with` (the
+group's size), the group's own measurements (group_warmup_epoch_s,
+group_steady_epoch_s, group_fit_s, group_wall_s), and the member's equal share of
+each (warmup_epoch_s, steady_epoch_s, fit_s, trial_wall_s, ... = the group's / N),
+so that the search's sums and a comparison with unfused trials count every
+second once. The warm-up epoch (compilation) stays apart from the steady state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Mapping, Sequence
+
+from gridbench.tracking import schema
+from gridbench.tracking.schema import TrialStatus
+from gridbench.trial.outcome import TrialOutcome
+from gridbench.trial.run import TrialContext, _blas_threads, _check_device, _load_data, _sampler, _without_accuracy
+from gridbench.trial.timing import PhaseClock, epoch_summary
+
+
+def train_fused(
+    outcome: TrialOutcome,
+    entry,
+    context: TrialContext,
+    hyperparameters: Mapping[str, Any],
+    repeat: int,
+    gpus: list[int],
+    import_s: float,
+    start: float,
+    *,
+    members: Sequence[tuple[Mapping[str, Any], int]],
+) -> None:
+    """Trains `members` ((grid point, repeat) each) as one group; their outcomes go to outcome.group."""
+    from threadpoolctl import threadpool_limits
+
+    configs = [{**hyperparameters, **config} for config, _ in members]
+    seeds = [context.seed + member_repeat for _, member_repeat in members]  # as each would have alone
+    clock = PhaseClock()
+    with threadpool_limits(limits=context.cpus):
+        with clock.phase("setup"):
+            data = _load_data(context, configs[0])
+            session = entry.open_fused_session(configs, data, seeds)
+            session.build()
+        _check_device(outcome, context, session, f"{context.backend} placed the fused group")
+        clock.sync = session.sync
+        sampler = _sampler(gpus)
+        with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
+            fits = session.fit(clock)
+        gpu_metrics = sampler.metrics() if gpus else {}
+        with clock.phase("eval"):
+            evaluations = session.evaluate()
+    group_wall = time.perf_counter() - start
+    size = len(members)
+    shares = [seconds / size for seconds in clock.epochs]
+    group = epoch_summary(clock.epochs)
+    timings = {
+        schema.IMPORT_S: import_s,  # the worker's, not the group's: 0 once reused
+        schema.SETUP_S: clock.phases["setup"] / size,
+        schema.FIT_S: clock.phases["fit"] / size,
+        schema.FIT_OUTSIDE_EPOCHS_S: (clock.phases["fit"] - sum(clock.epochs)) / size,
+        schema.EVAL_S: clock.phases["eval"] / size,
+        **epoch_summary(shares),
+        schema.TRAIN_EPOCHS_S: sum(shares),  # the group's epochs, counted once over its members
+        # Each member's samples in its share of the time: the group's throughput.
+        schema.SAMPLES_PER_S: session.train_samples * size / group[schema.STEADY_EPOCH_S],
+        schema.FUSED_WITH: float(size),
+        schema.GROUP_WARMUP_EPOCH_S: group[schema.WARMUP_EPOCH_S],
+        schema.GROUP_STEADY_EPOCH_S: group[schema.STEADY_EPOCH_S],
+        schema.GROUP_FIT_S: clock.phases["fit"],
+        schema.GROUP_WALL_S: group_wall,
+        schema.TRIAL_WALL_S: group_wall / size,
+        **gpu_metrics,
+    }
+    tags = {
+        **outcome.tags,
+        "threads.omp": os.environ["OMP_NUM_THREADS"],
+        "threads.blas": _blas_threads(),
+        **session.facts(),
+        schema.FUSED_WITH: str(size),
+    }
+    ended_at = time.time()
+    outcome.group = [
+        TrialOutcome(
+            TrialStatus.FINISHED,
+            outcome.started_at,
+            ended_at,
+            member_repeat,
+            metrics={**timings, **_without_accuracy({**fit, **evaluation}, context.data)},
+            tags=dict(tags),
+            epoch_times=list(shares),
+            value=index,
+        )
+        for index, ((_, member_repeat), fit, evaluation) in enumerate(zip(members, fits, evaluations))
+    ]
