@@ -183,8 +183,11 @@ print(json.dumps({"rows": rows, "epochs": len(clock.epochs), "device": fused.act
 
 # The same seed, dropout masks and shuffles: only floating-point reassociation in the batched
 # kernels can differ. Measured on JAX 0.10 CPU: identical accuracy, losses within 1e-7.
-ACCURACY_TOLERANCE = 0.01  # one test sample in 450 is 0.0022
-LOSS_RELATIVE_TOLERANCE = 1e-3
+ACCURACY_TOLERANCE = {"cpu": 0.01, "gpu": 0.02}  # one test sample in 450 is 0.0022
+LOSS_RELATIVE_TOLERANCE = {"cpu": 1e-3, "gpu": 1e-2}
+# On a GPU a vmapped convolution runs other cuDNN kernels than a single one. Seen on an H100,
+# the CNN: losses within 4.3e-3 (relative) after 3 epochs, and 6 of 450 borderline test
+# samples falling the other way (0.0133 of accuracy) for a member still near chance.
 
 
 def same_as_alone(model: str, env: dict | None = None) -> dict:
@@ -204,8 +207,8 @@ def assert_same_as_alone(report: dict, device: str) -> None:
     losses = set()
     for row in report["rows"]:
         (fused_loss, fused_accuracy), (alone_loss, alone_accuracy) = row["fused"], row["alone"]
-        assert abs(fused_accuracy - alone_accuracy) <= ACCURACY_TOLERANCE, row
-        assert fused_loss == pytest.approx(alone_loss, rel=LOSS_RELATIVE_TOLERANCE), row
+        assert abs(fused_accuracy - alone_accuracy) <= ACCURACY_TOLERANCE[device.split(":")[0]], row
+        assert fused_loss == pytest.approx(alone_loss, rel=LOSS_RELATIVE_TOLERANCE[device.split(":")[0]]), row
         losses.add(round(fused_loss, 4))
     assert len(losses) == 4  # each member trained with its own rate, dropout and seed, not one shared state
 

@@ -109,6 +109,21 @@ class JournaledRecorder:
         self._writer.start()
         return self.store.parent_run_id
 
+    def resume(self, parent_run_id: str, tags: Mapping[str, str]) -> None:
+        """Continues a search (--resume): its parent RUNNING again; this session's journal names that parent."""
+        self.store.resume(parent_run_id, tags)
+        self._start_args = {"run_name": "", "params": {}, "tags": dict(tags), "documents": {}}
+        self.journal.append(
+            "start",
+            journal_id=self.journal.id,
+            tracking_uri=self.store.tracking_uri,
+            experiment_name=self.experiment_name,
+            resumed=parent_run_id,
+            **self._start_args,
+        )
+        self.journal.append("parent", run_id=parent_run_id, experiment_id=self.store.experiment_id)
+        self._writer.start()
+
     def record_trial(self, trial: TrialRecord, params: Mapping[str, Any], tags: Mapping[str, str]) -> str:
         """Journals the trial (on disk when this returns) and queues its store write; returns its trial id."""
         self.journal_write_s += self.journal.append(

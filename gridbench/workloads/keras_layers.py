@@ -39,9 +39,10 @@ class TunableDropout(keras.layers.Layer):
     def call(self, inputs, training=False):
         if not training:
             return inputs
-        rate = ops.cast(self.rate, inputs.dtype)
-        keep = keras.random.uniform(ops.shape(inputs), seed=self.seed_generator, dtype="float32") >= self.rate
-        return ops.where(keep, inputs / (1 - rate), ops.zeros_like(inputs))
+        # float32 for the draw: under a mixed policy TensorFlow reads the variable in the compute dtype.
+        rate = ops.cast(self.rate, "float32")
+        keep = keras.random.uniform(ops.shape(inputs), seed=self.seed_generator, dtype="float32") >= rate
+        return ops.where(keep, inputs / ops.cast(1 - rate, inputs.dtype), ops.zeros_like(inputs))
 
     def compute_output_shape(self, input_shape):
         return input_shape

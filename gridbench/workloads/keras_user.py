@@ -27,6 +27,8 @@ class UserEntry(Entry):
     """Entry's sessions around the user's `build(hp)`, which knows its own input shape and classes."""
 
     def __init__(self, model_builder):
+        # Names the model in its programs' keys (gridbench.workloads.programs).
+        self.family = getattr(model_builder, "__qualname__", None) or str(model_builder[0])
         self._model_builder = model_builder
         self._builder: Callable | None = None
 
