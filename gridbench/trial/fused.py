@@ -45,8 +45,12 @@ def train_fused(
         with clock.phase("setup"):
             data = _load_data(context, configs[0])
             session = entry.open_fused_session(configs, data, seeds)
+            session.workload = context.workload
             session.build()
         _check_device(outcome, context, session, f"{context.backend} placed the fused group")
+        ahead = _compile_ahead(entry, context, hyperparameters, data, session)
+        with clock.phase("compile"):
+            outcome.tags.update(session.compile())
         clock.sync = session.sync
         sampler = _sampler(gpus)
         with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
@@ -61,6 +65,8 @@ def train_fused(
     timings = {
         schema.IMPORT_S: import_s,  # the worker's, not the group's: 0 once reused
         schema.SETUP_S: clock.phases["setup"] / size,
+        schema.COMPILE_S: clock.phases["compile"] / size,
+        schema.PROGRAMS_AHEAD: float(ahead),
         schema.FIT_S: clock.phases["fit"] / size,
         schema.FIT_OUTSIDE_EPOCHS_S: (clock.phases["fit"] - sum(clock.epochs)) / size,
         schema.EVAL_S: clock.phases["eval"] / size,
@@ -97,3 +103,22 @@ def train_fused(
         )
         for index, ((_, member_repeat), fit, evaluation) in enumerate(zip(members, fits, evaluations))
     ]
+
+
+def _compile_ahead(entry, context: TrialContext, hyperparameters, data, session) -> int:
+    """On a GPU, starts compiling the search's other groups' programs in background threads (as trial.run does)."""
+    from gridbench.workloads.programs import PROGRAMS
+
+    if context.device != "gpu":  # a CPU group's cores are its own: compiling beside it would slow its epochs
+        return 0
+    jobs = {}
+    for members in context.fused_groups:
+        configs = [{**hyperparameters, **config} for config, _ in members]
+        try:
+            other = entry.open_fused_session(configs, data, [context.seed + repeat for _, repeat in members])
+        except ValueError:  # a group this worker cannot open from its data (another train_size): its trial compiles it
+            continue
+        other.workload = context.workload
+        if other.program_key != session.program_key:
+            jobs[other.program_key] = other.compile_detached
+    return PROGRAMS.compile_ahead(jobs)

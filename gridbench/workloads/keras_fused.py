@@ -18,6 +18,7 @@ JAX backend only; the planner (gridbench.search.fusion) refuses the others.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
@@ -26,6 +27,7 @@ import keras
 import numpy as np
 
 from gridbench.datasets import Dataset
+from gridbench.workloads import program_key
 from gridbench.workloads.keras_common import keras_facts, make_optimizer, normalise_device, precision_policy
 from gridbench.workloads.keras_compiled import (
     EVAL_BATCH,
@@ -33,6 +35,7 @@ from gridbench.workloads.keras_compiled import (
     make_train_epoch,
     make_train_step,
 )
+from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
@@ -72,6 +75,33 @@ class FusedSession:
             raise ValueError(f"batch_size {self.batch_size} is larger than the {len(data.x_train)} training samples")
         self.train_samples = self.steps * self.batch_size  # per member
         self.state: tuple | None = None
+        self.program: Program | None = None
+        self.workload = ""  # the trial names it: part of the program's key
+
+    @property
+    def program_key(self) -> tuple:
+        """What the group's executable depends on: the members' program, their number, the data's shapes, the device."""
+        x, y = self.data.x_train, self.data.y_train
+        return (
+            "fused",
+            self.workload,
+            program_key(self.members[0]),
+            self.size,
+            x.shape,
+            str(x.dtype),
+            y.shape,
+            self.data.num_classes,
+            str(jax.local_devices()[0]),
+        )
+
+    def _model_and_optimizer(self, hyperparameters: Mapping[str, Any]) -> tuple[keras.Model, keras.Optimizer]:
+        with precision_policy(hyperparameters):
+            model = self.build_model(hyperparameters)
+        optimizer = make_optimizer(hyperparameters)
+        if model.dtype_policy.name == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+        return model, optimizer
 
     @property
     def size(self) -> int:
@@ -83,43 +113,51 @@ class FusedSession:
         states, model, optimizer = [], None, None
         for hyperparameters, seed in zip(self.members, self.seeds):
             # As CompiledSession.build, member by member: the same seed gives the same initial weights.
-            keras.utils.set_random_seed(seed)
-            with precision_policy(hyperparameters):
-                member_model = self.build_model(hyperparameters)
-            member_optimizer = make_optimizer(hyperparameters)
-            if member_model.dtype_policy.name == "mixed_float16":
-                member_optimizer = keras.optimizers.LossScaleOptimizer(member_optimizer)
-            member_optimizer.build(member_model.trainable_variables)
-            states.append(
-                (
-                    [v.value for v in member_model.trainable_variables],
-                    [v.value for v in member_model.non_trainable_variables],
-                    [v.value for v in member_optimizer.variables],
-                )
-            )
+            with BUILD_LOCK:
+                keras.utils.set_random_seed(seed)
+                member_model, member_optimizer = self._model_and_optimizer(hyperparameters)
+            states.append(_state_of(member_model, member_optimizer))
             # The first member's model and optimizer trace the program; the others only lend their state.
             model, optimizer = (model, optimizer) if model is not None else (member_model, member_optimizer)
         self.model, self.optimizer = model, optimizer
-        device = next(iter(states[0][0][0].devices()))
+        self.place = next(iter(states[0][0][0].devices()))
         stacked = jax.tree_util.tree_map(lambda *values: jnp.stack(values), *states)
-        self.state = jax.device_put(stacked, device)
-        self.x_train = jax.device_put(self.data.x_train, device)
-        self.y_train = jax.device_put(self.data.y_train.astype(np.int32), device)
+        self.state = jax.device_put(stacked, self.place)
+        self.x_train = jax.device_put(self.data.x_train, self.place)
+        self.y_train = jax.device_put(self.data.y_train.astype(np.int32), self.place)
         # Each member's shuffle key, as CompiledSession derives it from its seed.
-        self.keys = jax.device_put(jnp.stack([jax.random.key_data(jax.random.key(s)) for s in self.seeds]), device)
-        loss_fn = keras.losses.SparseCategoricalCrossentropy()
-        epoch = make_train_epoch(make_train_step(model, optimizer, loss_fn), self.steps, self.batch_size)
+        keys = jnp.stack([jax.random.key_data(jax.random.key(s)) for s in self.seeds])
+        self.keys = jax.device_put(keys, self.place)
 
-        def fused_epoch(state, key_data, x_all, y_all):
-            def one(member_state, member_key_data):
-                member_state, key, loss = epoch(member_state, jax.random.wrap_key_data(member_key_data), x_all, y_all)
-                return member_state, jax.random.key_data(key), loss
+    def compile(self) -> dict[str, str]:
+        """Takes the group's program from the worker's cache, compiling it if no group of its key has."""
+        arguments = (self.state, self.keys, self.x_train, self.y_train)
+        lookup = PROGRAMS.get(
+            self.program_key,
+            lambda: _compile_fused(self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place),
+        )
+        self.program = lookup.program
+        return {"program.reused": "yes" if lookup.reused else "no"}
 
-            return jax.vmap(one)(state, key_data)
+    def compile_detached(self) -> Program:
+        """Compiles this group's program from shapes alone (nothing on the device): for compiling ahead."""
+        with BUILD_LOCK:
+            model, optimizer = self._model_and_optimizer(self.members[0])
+        place = jax.local_devices()[0]
+        sharding = jax.sharding.SingleDeviceSharding(place)
 
-        # One jit per group; donating the stacked state lets XLA update every member's weights in place.
-        self._train_epoch = jax.jit(fused_epoch, donate_argnums=0)
-        self._correct = jax.jit(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)))
+        def stacked(value):
+            return jax.ShapeDtypeStruct((self.size, *value.shape), value.dtype, sharding=sharding)
+
+        key_data = jax.random.key_data(jax.random.key(0))
+        x, y = self.data.x_train, self.data.y_train
+        arguments = (
+            jax.tree_util.tree_map(stacked, _state_of(model, optimizer)),
+            stacked(key_data),
+            jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+            jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
+        )
+        return _compile_fused(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True)
 
     def actual_device(self) -> str:
         weights, data = normalise_device(self.state[0][0]), normalise_device(self.x_train)
@@ -133,10 +171,12 @@ class FusedSession:
 
     def fit(self, clock: PhaseClock) -> list[dict[str, float]]:
         """Trains every member for `epochs`; returns each member's last epoch's mean loss."""
+        if self.program is None:  # not compiled in a phase of its own: compiling is the warm-up's part
+            self.compile()
         losses = []
         for _ in range(self.epochs):
             clock.epoch_begin()
-            self.state, self.keys, loss = self._train_epoch(self.state, self.keys, self.x_train, self.y_train)
+            self.state, self.keys, loss = self.program.train_epoch(self.state, self.keys, self.x_train, self.y_train)
             clock.epoch_end()
             losses.append(loss)
         return [{"train_loss": float(loss)} for loss in np.asarray(losses[-1], dtype=np.float64)]
@@ -148,10 +188,10 @@ class FusedSession:
         padding = -len(x) % EVAL_BATCH
         x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
         y = np.concatenate([y, np.full(padding, -1, np.int32)])
-        correct = sum(
-            np.asarray(self._correct(trainable, non_trainable, x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]))
-            for i in range(0, len(x), EVAL_BATCH)
+        chunks = (
+            jax.device_put((x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]), self.place) for i in range(0, len(x), EVAL_BATCH)
         )
+        correct = sum(np.asarray(self.program.correct(trainable, non_trainable, *chunk)) for chunk in chunks)
         return [{"test_accuracy": int(c) / len(self.data.x_test)} for c in np.atleast_1d(correct)]
 
     def facts(self) -> dict[str, str]:
@@ -160,3 +200,40 @@ class FusedSession:
             "train_loop": "compiled",
             "steps_per_execution": str(self.steps),
         }
+
+
+def _state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
+    return (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+    )
+
+
+def _compile_fused(
+    model: keras.Model, optimizer: keras.Optimizer, arguments: tuple, steps: int, batch_size: int, place, ahead=False
+) -> Program:
+    """Traces and compiles the vmapped epoch and evaluation for `arguments`' shapes (a leading member axis)."""
+    start = time.perf_counter()
+    epoch = make_train_epoch(
+        make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy()), steps, batch_size
+    )
+
+    def fused_epoch(state, key_data, x_all, y_all):
+        def one(member_state, member_key_data):
+            member_state, key, loss = epoch(member_state, jax.random.wrap_key_data(member_key_data), x_all, y_all)
+            return member_state, jax.random.key_data(key), loss
+
+        return jax.vmap(one)(state, key_data)
+
+    # One program per group's key; donating the stacked state lets XLA update every member's weights in place.
+    train_epoch = jax.jit(fused_epoch, donate_argnums=0).lower(*arguments).compile()
+    state, _, x_train, _ = arguments
+    trainable, non_trainable, _ = state
+    sharding = place if isinstance(place, jax.sharding.Sharding) else jax.sharding.SingleDeviceSharding(place)
+    chunk = jax.ShapeDtypeStruct((EVAL_BATCH, *x_train.shape[1:]), x_train.dtype, sharding=sharding)
+    labels = jax.ShapeDtypeStruct((EVAL_BATCH,), np.int32, sharding=sharding)
+    correct = jax.jit(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)))
+    return Program(
+        train_epoch, correct.lower(trainable, non_trainable, chunk, labels).compile(), time.perf_counter() - start, ahead
+    )
