@@ -192,7 +192,8 @@ def test_scale_record_logs_the_summary_run_with_its_files(tmp_path, monkeypatch)
 
 def test_a_scale_count_without_slot_time_shows_no_training_share():
     points = [(1, "run-1", summary(80.0, 0, 72.0, 40.0), [trial(9.0, 0.5)] * 8)]
-    result = ScaleResult(load_spec("digits"), ScaleRequest("cpu", (1,), False), "id", tuple(scale_rows(points, "x")), {})
+    rows = tuple(scale_rows(points, "steady_epoch_s"))
+    result = ScaleResult(load_spec("digits"), ScaleRequest("cpu", (1,), False), "id", rows, {})
     assert "training_share_1" not in scale_report.scale_metrics(result)
     assert json.loads(scale_report.render(result, "json"))["rows"][0]["training_share"] is None
     assert "| - |" in scale_report.render(result, "markdown")

@@ -157,7 +157,8 @@ keras.Model.train_step = counted
 configs = {"a": {"learning_rate": 0.003, "dropout": 0.1}, "b": {"learning_rate": 0.001, "dropout": 0.3}}
 for name in ("mlp", "cnn"):  # SciKeras' estimator, and a family's KerasFitSession
     params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
-    params.update(epochs=2, batch_size=64, train_loop="fit", optimizer="adam", hidden_units=32, filters=8, dense_units=16)
+    small = dict(hidden_units=32, filters=8, dense_units=16)
+    params.update(epochs=2, batch_size=64, train_loop="fit", optimizer="adam", **small)
     context = TrialContext(name, params, find.locate("digits"), "cpu", sys.argv[1], cpus=2, seed=0)
     for trial in ("a", "b", "fresh b"):
         if trial == "fresh b":
@@ -171,7 +172,8 @@ for name in ("mlp", "cnn"):  # SciKeras' estimator, and a family's KerasFitSessi
     env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", script, backend], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    rows = {tuple(row[:2]): row for row in map(json.loads, (line for line in out.stdout.splitlines() if line.startswith("[")))}
+    printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+    rows = {tuple(row[:2]): row for row in printed}
     for name in ("mlp", "cnn"):
         first, reused, fresh = rows[(name, "a")], rows[(name, "b")], rows[(name, "fresh b")]
         assert first[2:4] == fresh[2:4] == ["FINISHED", "no"] and first[4] >= 1 and fresh[4] >= 1, (name, first, fresh)

@@ -100,7 +100,8 @@ def trial_optimizer(kept: keras.Optimizer, hyperparameters: Mapping[str, Any]) -
     wrapped = isinstance(kept, keras.optimizers.LossScaleOptimizer)
     inner = kept.inner_optimizer if wrapped else kept
     if type(inner) is not type(optimizer):
-        raise RuntimeError(f"a kept model's optimizer is {type(inner).__name__}, the trial's {type(optimizer).__name__}")
+        kinds = f"{type(inner).__name__}, the trial's {type(optimizer).__name__}"
+        raise RuntimeError(f"a kept model's optimizer is {kinds}")
     return keras.optimizers.LossScaleOptimizer(optimizer) if wrapped else optimizer
 
 
