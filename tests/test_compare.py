@@ -26,7 +26,7 @@ def trial(key, wall, steady, repeat=0, status="FINISHED", accuracy=0.9, ended=10
     return TrialRun(key, config, repeat, status, metrics if status == "FINISHED" else {}, ended)
 
 
-def search(run_id, device, trials, makespan, backend="jax", epochs="4", **tags):
+def search(run_id, device, trials, makespan, backend="jax", epochs="4", metrics=None, **tags):
     base_tags = {
         "spec.name": "mnist", "dataset": "mnist", "model": "mlp", "backend": backend, "metric": "test_accuracy",
         "metric.mode": "max", "metric.target": "0.95", "device": device, "cpu.model": "Xeon", "cpu.cores_usable": "16",
@@ -34,7 +34,7 @@ def search(run_id, device, trials, makespan, backend="jax", epochs="4", **tags):
         "gpus_used": "1" if device == "gpu" else "0", "gpu.0.name": "NVIDIA H100 80GB HBM3", "version.keras": "3.15.1",
     }  # fmt: skip
     params = {"epochs": epochs, "grid.a": '["1", "2"]', "grid.b": '["x", "y"]', "repeats": "2", "seed": "0"}
-    return SearchRun(run_id, {**base_tags, **tags}, params, {"makespan_s": makespan}, tuple(trials))
+    return SearchRun(run_id, {**base_tags, **tags}, params, {"makespan_s": makespan, **(metrics or {})}, tuple(trials))
 
 
 def test_the_interval_is_a_welch_t_interval_on_log_times():
@@ -152,6 +152,41 @@ def test_outputs_carry_the_same_figures(tmp_path):
     plots = compare_report.plot(result, tmp_path)
     assert sorted(plots) == [f"plots/{name}" for name in sorted(compare_report.PLOTS)]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in plots.values())
+
+
+# What a schema-3 search run holds besides a version-1 one's (which reads them as these defaults).
+SCHEMA_3_TAGS = {"gridbench.schema": "3", "data.synthetic": "false", "timing.train": "steady_epoch_s",
+                 "execution": "trials"}  # fmt: skip
+
+
+def with_training_share(share: float):
+    """cpu_and_gpu(), the GPU search recorded under schema 3 with its training share; the CPU one before it."""
+    cpu, gpu = cpu_and_gpu()
+    gpu = search("gpu-run", "gpu", gpu.trials, 25.0, metrics={"training_share": share}, **SCHEMA_3_TAGS)
+    return cpu, gpu
+
+
+def test_training_share_is_read_from_each_search_run_and_a_run_without_it_shows_a_dash():
+    result = compare(with_training_share(0.4213), PRICES)
+    assert [f.training_share for f in result.figures] == [None, 0.4213]  # never estimated for the older run
+    headers, rows = compare_report.search_rows(result)
+    column = headers.index("training share")
+    assert [row[column] for row in rows] == ["-", "0.42"]
+    text = compare_report.markdown(result)
+    assert "| gpu x1 jax gpu-run | 25 | 0.25 | 9 | 3.8 | 0.0264 | 1.19 | 0.42 | 0 |" in text
+    assert "training share -: the search was recorded before gridbench measured it" in text
+    document = json.loads(compare_report.render(result, "json"))
+    assert [s["training_share"] for s in document["searches"]] == [None, 0.4213]
+    table = list(csv.DictReader(io.StringIO(compare_report.render(result, "csv"))))
+    assert {(r["training_share_baseline"], r["training_share_other"]) for r in table} == {("", "0.4213")}
+    gpu = with_training_share(0.4213)[1]
+    other = search("gpu-2", "gpu", gpu.trials, 30.0, metrics={"training_share": 0.25}, **SCHEMA_3_TAGS)
+    assert "training share -:" not in compare_report.markdown(compare([gpu, other], PRICES))
+
+
+def test_a_nan_training_share_reads_as_unmeasured():
+    cpu, gpu = with_training_share(float("nan"))
+    assert compare([cpu, gpu], PRICES).figures[1].training_share is None
 
 
 def test_prices_come_from_a_file_or_flags_and_bad_ones_are_refused(tmp_path):

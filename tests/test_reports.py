@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_compare import PRICES, cpu_and_gpu, search
+from test_compare import PRICES, cpu_and_gpu, search, with_training_share
 from test_scale import summary, trial
 
 from gridbench.compare import compare
+from gridbench.compare import html as compare_html
 from gridbench.compare import report as compare_report
 from gridbench.compare.prices import PriceTable
 from gridbench.scale import ScaleRequest, ScaleResult
@@ -28,6 +29,18 @@ def test_one_pairing_gives_unsuffixed_headline_metrics():
         "configs_cpu_faster": 1.0,
         "configs_cpu_cheaper": 1.0,
     }
+
+
+def test_training_shares_are_headline_metrics_and_cards_where_the_searches_recorded_them():
+    comparison = compare(with_training_share(0.4213), PRICES)
+    headline = compare_report.headline_metrics(comparison)
+    assert headline["other_training_share"] == 0.4213
+    assert "baseline_training_share" not in headline  # the older CPU run lacks it: left out, not estimated
+    page = compare_html.comparison_page(comparison, "sqlite:///x.db")
+    assert "training share<b>0.42</b> (cpu (16 cores/trial) jax cpu-run: -)" in page
+    search_page = compare_html.search_page(comparison.searches[1], "sqlite:///x.db")
+    assert "training share<b>0.42</b>" in search_page
+    assert "training share<b>-</b>" in compare_html.search_page(comparison.searches[0], "sqlite:///x.db")
 
 
 def test_several_pairings_are_numbered_from_one_against_the_baseline():
@@ -99,7 +112,7 @@ def test_record_writes_the_comparison_files_and_logs_them_with_its_figures(tmp_p
 
 def scale_result(resource="gpu", counts=(1, 2, 4), data_parallel=False) -> ScaleResult:
     makespans = {1: 80.0, 2: 44.0, 4: 25.0}
-    points = [(c, f"run-{c}", summary(makespans[c], c, 72.0), [trial(9.0, 0.5)] * 8) for c in counts]
+    points = [(c, f"run-{c}", summary(makespans[c], c, 72.0, 40.0), [trial(9.0, 0.5)] * 8) for c in counts]
     labels = {"device": resource, "backend": "jax", "cpus_per_trial": "4", "gpus_per_trial": "1"}
     request = ScaleRequest(resource, counts, data_parallel)
     return ScaleResult(
@@ -110,8 +123,13 @@ def scale_result(resource="gpu", counts=(1, 2, 4), data_parallel=False) -> Scale
 def test_scale_metrics_are_each_count_s_figures_suffixed_by_the_count():
     metrics = scale_report.scale_metrics(scale_result())
     assert list(metrics) == [
-        f"{key}_{count}" for count in (1, 2, 4) for key in ("makespan_s", "throughput_per_h", "speedup", "efficiency")
+        f"{key}_{count}"
+        for count in (1, 2, 4)
+        for key in ("makespan_s", "throughput_per_h", "speedup", "efficiency", "training_share")
     ]
+    # 40 s of timed epochs in each search: over 80 s x 1, 44 s x 2 and 25 s x 4 of slot time.
+    assert metrics["training_share_1"] == 0.5 and metrics["training_share_4"] == pytest.approx(0.4)
+    assert metrics["training_share_2"] == pytest.approx(40 / 88)
     assert metrics["makespan_s_2"] == 44.0 and metrics["speedup_1"] == 1.0 and metrics["efficiency_1"] == 1.0
     assert metrics["speedup_4"] == pytest.approx(80 / 25) and metrics["efficiency_4"] == pytest.approx(0.8)
     assert metrics["throughput_per_h_4"] == pytest.approx(8 / 25 * 3600)
@@ -161,3 +179,21 @@ def test_scale_record_logs_the_summary_run_with_its_files(tmp_path, monkeypatch)
     ]
     assert (out / "report.html").read_text().count("<svg") == 1  # the curve, inline
     assert (out / "scale.md").read_text() == scale_report.render(result, "markdown")
+    # Training share in every output: 40 s of epochs over 80 s x 1 and 44 s x 2.
+    assert "training share<b>0.45</b>" in (out / "report.html").read_text()  # at the largest count
+    table = (out / "scale.md").read_text()
+    assert "| efficiency | training share |" in table and "| 100% | 0.50 |" in table and "| 91% | 0.45 |" in table
+    assert [row["training_share"] for row in json.loads((out / "scale.json").read_text())["rows"]] == [
+        0.5,
+        pytest.approx(40 / 88),
+    ]
+    assert (out / "scale.csv").read_text().splitlines()[1].split(",")[7] == "0.5"
+
+
+def test_a_scale_count_without_slot_time_shows_no_training_share():
+    points = [(1, "run-1", summary(80.0, 0, 72.0, 40.0), [trial(9.0, 0.5)] * 8)]
+    rows = tuple(scale_rows(points, "steady_epoch_s"))
+    result = ScaleResult(load_spec("digits"), ScaleRequest("cpu", (1,), False), "id", rows, {})
+    assert "training_share_1" not in scale_report.scale_metrics(result)
+    assert json.loads(scale_report.render(result, "json"))["rows"][0]["training_share"] is None
+    assert "| - |" in scale_report.render(result, "markdown")

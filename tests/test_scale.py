@@ -17,8 +17,8 @@ from gridbench.spec import load_spec
 from gridbench.tracking.records import SearchSummary, TrialRecord
 
 
-def summary(makespan: float, concurrency: int, wall_sum: float) -> SearchSummary:
-    return SearchSummary(8, 8, 0, concurrency, makespan, 5.0, 9.0, wall_sum, 0.9)
+def summary(makespan: float, concurrency: int, wall_sum: float, epochs_sum: float = 0.0) -> SearchSummary:
+    return SearchSummary(8, 8, 0, concurrency, makespan, 5.0, 9.0, wall_sum, 0.9, epochs_sum_s=epochs_sum)
 
 
 def trial(wall: float, epoch: float) -> TrialRecord:
@@ -30,9 +30,9 @@ def trial(wall: float, epoch: float) -> TrialRecord:
 
 def test_speedup_efficiency_and_idle_time_follow_from_the_makespans():
     points = [
-        (1, "a", summary(80.0, 1, 72.0), [trial(9.0, 0.5)] * 8),
-        (2, "b", summary(44.0, 2, 76.0), [trial(9.5, 0.5)] * 8),
-        (4, "c", summary(25.0, 4, 80.0), [trial(10.0, 0.6)] * 8),
+        (1, "a", summary(80.0, 1, 72.0, 16.0), [trial(9.0, 0.5)] * 8),
+        (2, "b", summary(44.0, 2, 76.0, 16.0), [trial(9.5, 0.5)] * 8),
+        (4, "c", summary(25.0, 4, 80.0, 19.2), [trial(10.0, 0.6)] * 8),
     ]
     rows = scale_rows(points, "steady_epoch_s")
     assert [r.count for r in rows] == [1, 2, 4] and [r.run_id for r in rows] == ["a", "b", "c"]
@@ -42,6 +42,8 @@ def test_speedup_efficiency_and_idle_time_follow_from_the_makespans():
     assert rows[2].throughput_per_h == pytest.approx(8 / 25 * 3600)
     assert rows[2].idle_s == pytest.approx(25.0 - 80.0 / 4)  # makespan less the ideal
     assert rows[2].train_median_s == 0.6 and rows[2].setup_median_s == 1.5 and rows[2].first_trial_s == 9.0
+    # Timed epochs over makespan x concurrency, as each search run records it.
+    assert [r.training_share for r in rows] == pytest.approx([16 / 80, 16 / 88, 19.2 / 100])
 
 
 @pytest.mark.parametrize("text", ["", "2,1", "1,1", "0,2", "a,b"])

@@ -101,6 +101,11 @@ def comparison_page(
             page.card("per trial (wall, geomean)", f"{report.num(_geomean(comparison, pairing, 1))}x"),
             page.card("relative time", report.num(figures.relative_time)),
             page.card("relative cost", report.num(figures.relative_cost), " (prices are inputs)"),
+            page.card(
+                "training share",
+                report.share(figures.training_share),
+                f" ({comparison.baseline.label}: {report.share(comparison.figures[0].training_share)})",
+            ),
         ]
         if comparison.target is not None:
             reached = figures.time_to_target_s
@@ -145,6 +150,7 @@ def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None
         ),
         page.card("at once", report.num(m.get(schema.CONCURRENCY))),
         page.card("overhead ratio", report.num(m.get(schema.OVERHEAD_RATIO))),
+        page.card("training share", report.share(m.get(schema.TRAINING_SHARE))),
         page.card("first trial after", f"{report.num(m.get(schema.TIME_TO_FIRST_TRIAL_S))} s"),
     ]
     if schema.BEST_METRIC in m:

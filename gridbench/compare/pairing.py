@@ -11,6 +11,7 @@ there is no interval, and the table says so. Nothing here reads or writes MLflow
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -94,6 +95,9 @@ class SearchFigures:
     relative_time: float | None  # to the baseline
     relative_cost: float | None
     failed: tuple[str, ...]
+    # Timed epochs / (makespan x concurrency), as the search's parent run holds it; None for a run
+    # written before schema 3 (never estimated from its trials).
+    training_share: float | None = None
 
 
 @dataclass
@@ -233,6 +237,11 @@ def _search_price(search: SearchRun, prices: PriceTable) -> float | None:
     )
 
 
+def _measured(value: float | None) -> float | None:
+    """A recorded figure, or None where the run lacks it or recorded NaN (nothing to divide by)."""
+    return None if value is None or math.isnan(value) else value
+
+
 def _float(text: str | None) -> float:
     try:
         return float(text) if text else 0.0
@@ -273,6 +282,7 @@ def compare(
                 relative_time=makespan / base_makespan if makespan and base_makespan else None,
                 relative_cost=cost / base_cost if cost is not None and base_cost else None,
                 failed=tuple(sorted(f"{t.key} #{t.repeat}" for t in search.trials if not t.finished)),
+                training_share=_measured(search.metrics.get(schema.TRAINING_SHARE)),
             )
         )
 

@@ -33,6 +33,11 @@ def num(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
 
 
+def share(value: float | None) -> str:
+    """A training share as a fraction, to two places ("0.42"); "-" for a search recorded before it."""
+    return "-" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
 def _ratio(ratio: Ratio) -> str:
     if ratio.low is None:
         return f"{ratio.value:.3g}x (1 run)"
@@ -42,7 +47,7 @@ def _ratio(ratio: Ratio) -> str:
 
 def search_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     headers = ["search", "makespan s", "relative time", f"time to {comparison.metric} {num(comparison.target)}",
-               "$/hour", "cost $", "relative cost", "failed"]  # fmt: skip
+               "$/hour", "cost $", "relative cost", "training share", "failed"]  # fmt: skip
     rows = []
     for search, f in zip(comparison.searches, comparison.figures):
         reached = (
@@ -50,7 +55,7 @@ def search_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         )
         rows.append(
             [search.label, num(f.makespan_s), num(f.relative_time), reached, num(f.price_per_hour),
-             num(f.cost, 3), num(f.relative_cost), str(len(f.failed))]
+             num(f.cost, 3), num(f.relative_cost), share(f.training_share), str(len(f.failed))]
         )  # fmt: skip
     return headers, rows
 
@@ -109,6 +114,12 @@ def notes(comparison: Comparison) -> list[str]:
             f"strategy: {difference}; a fused configuration's times are its equal share of its group's "
             f"(fused_with), so per-configuration speedups include what fusing saved"
         )
+    if any(f.training_share is None for f in comparison.figures):
+        lines.append("training share -: the search was recorded before gridbench measured it")
+    lines.append(
+        "training share = the search's timed epochs / (makespan x trials at once): the rest is start-up, "
+        "compiling, warm-up, evaluation and idle slots"
+    )
     prices = comparison.prices
     gpu = ", ".join(
         f"{name} ${price}/h" if price is not None else f"{name} unpriced"
@@ -150,13 +161,15 @@ def to_csv(comparison: Comparison) -> str:
     times = [f"{m}_{side}" for m in comparison.timings for side in ("baseline", "other")]
     ratios = [f"{m}_speedup{suffix}" for m in comparison.timings for suffix in ("", "_ci95_low", "_ci95_high")]
     writer.writerow(["baseline", "other", "configuration", "repeats_baseline", "repeats_other", *times, *ratios,
-                     "cost_ratio"])  # fmt: skip
-    for pairing in comparison.pairings:
+                     "cost_ratio", "training_share_baseline", "training_share_other"])  # fmt: skip
+    for i, pairing in enumerate(comparison.pairings, start=1):
+        # The searches' shares, on each of their rows; empty where a search was recorded before them.
+        shares = [comparison.figures[0].training_share, comparison.figures[i].training_share]
         for row in pairing.rows:
             times = [side[m] for m in comparison.timings for side in (row.baseline, row.other)]
             ratios = [getattr(row.speedup[m], part) for m in comparison.timings for part in ("value", "low", "high")]
             ids = [comparison.baseline.run_id, pairing.other.run_id]
-            writer.writerow([*ids, row.key, *row.repeats, *times, *ratios, row.cost_ratio])
+            writer.writerow([*ids, row.key, *row.repeats, *times, *ratios, row.cost_ratio, *shares])
     return buffer.getvalue()
 
 
@@ -293,6 +306,8 @@ def headline_metrics(comparison: Comparison) -> dict[str, float]:
             (schema.RELATIVE_COST, comparison.figures[i].relative_cost),
             (schema.CONFIGS_CPU_FASTER, float(len(pairing.cpu_faster))),
             (schema.CONFIGS_CPU_CHEAPER, float(len(pairing.cpu_cheaper))),
+            (schema.BASELINE_TRAINING_SHARE, comparison.figures[0].training_share),
+            (schema.OTHER_TRAINING_SHARE, comparison.figures[i].training_share),
         ):
             if value is not None:  # unpriced or unmeasured: left out rather than logged as 0
                 headline[key + suffix] = value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import tempfile
 from pathlib import Path
 
@@ -24,6 +25,7 @@ COLUMNS = (
     ("trials/hour", "throughput_per_h", "{:.0f}"),
     ("speedup", "speedup", "{:.2f}x"),
     ("efficiency", "efficiency", "{:.0%}"),
+    ("training share", "training_share", "{:.2f}"),
     ("trial wall s (median)", "trial_wall_median_s", "{:.2f}"),
     ("{train} (median)", "train_median_s", "{:.4g}"),
     ("setup s (median)", "setup_median_s", "{:.2f}"),
@@ -41,7 +43,12 @@ def _headers(result: ScaleResult) -> list[str]:
 
 
 def _cells(result: ScaleResult) -> list[list[str]]:
-    return [[fmt.format(getattr(row, field)) for _, field, fmt in COLUMNS] for row in result.rows]
+    return [[_cell(fmt, getattr(row, field)) for _, field, fmt in COLUMNS] for row in result.rows]
+
+
+def _cell(fmt: str, value) -> str:
+    """NaN (a figure with nothing to divide by: no slot time) shows as "-", not "nan"."""
+    return "-" if isinstance(value, float) and math.isnan(value) else fmt.format(value)
 
 
 def title(result: ScaleResult) -> str:
@@ -55,7 +62,8 @@ def notes(result: ScaleResult) -> list[str]:
     return [
         f"speedup = makespan at {base} / makespan at N; efficiency = speedup / (N / {base}); "
         "idle s = makespan less the trials' summed wall time spread over the trials that could run at once "
-        "(Ray and worker start, queueing, recording)",
+        "(Ray and worker start, queueing, recording); training share = timed epochs / (makespan x trials at once), "
+        "as each count's search run records it",
         f"scale id {result.scale_id}; one MLflow search run per count, tagged scale.id",
     ]
 
@@ -90,7 +98,8 @@ def render(result: ScaleResult, fmt: str) -> str:
         writer = csv.writer(out)
         writer.writerow([field for _, field, _ in COLUMNS] + ["run_id"])
         for row in result.rows:
-            writer.writerow([getattr(row, field) for _, field, _ in COLUMNS] + [row.run_id])
+            values = row.to_dict()
+            writer.writerow(["" if values[field] is None else values[field] for _, field, _ in COLUMNS] + [row.run_id])
         return out.getvalue()
     if fmt == "markdown":
         headers = _headers(result)
@@ -127,12 +136,14 @@ def figure(result: ScaleResult):
     left.set_ylabel(f"speedup over {base} {_unit(result)}")
     left.set_xticks(counts)
     left.legend()
-    right.plot(counts, [100 * row.efficiency for row in result.rows], "o-")
+    right.plot(counts, [100 * row.efficiency for row in result.rows], "o-", label="parallel efficiency")
+    right.plot(counts, [100 * row.training_share for row in result.rows], "s-", label="training share")
     right.axhline(90, color="grey", linewidth=0.8, linestyle=":")
     right.set_ylim(0, 110)
     right.set_xticks(counts)
     right.set_xlabel(_unit(result))
-    right.set_ylabel("parallel efficiency %")
+    right.set_ylabel("%")
+    right.legend()
     fig.suptitle(title(result), fontsize=9)
     fig.tight_layout()
     return fig
@@ -148,6 +159,7 @@ def page(result: ScaleResult, tracking_uri: str) -> str:
         cards = [
             html_page.card(f"speedup at {largest.count} {_unit(result)}", f"{largest.speedup:.2f}x"),
             html_page.card("parallel efficiency", f"{largest.efficiency:.0%}"),
+            html_page.card("training share", _cell("{:.2f}", largest.training_share)),
             html_page.card("trials/hour", f"{largest.throughput_per_h:.0f}"),
         ]
     runs = [f"{row.count} {_unit(result)}: search run {row.run_id}" for row in result.rows]
@@ -168,7 +180,9 @@ def scale_metrics(result: ScaleResult) -> dict[str, float]:
     metrics = {}
     for row in result.rows:
         for key in schema.SCALE_FIGURES:
-            metrics[f"{key}_{row.count}"] = getattr(row, key)
+            value = getattr(row, key)
+            if not math.isnan(value):  # unmeasurable: left out rather than logged
+                metrics[f"{key}_{row.count}"] = value
     return metrics
 
 

@@ -9,6 +9,7 @@ arithmetic here is pure, so that it can be tested without Ray.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import uuid
@@ -40,9 +41,12 @@ class ScaleRow:
     setup_median_s: float  # import + data + model build, per trial
     first_trial_s: float  # from the search's start to its first trial's: Ray starting, the first worker
     idle_s: float  # makespan x concurrency - sum of trial wall times, over concurrency: what ran no trial
+    # Timed epochs / (makespan x concurrency): the value the count's search run records (schema.TRAINING_SHARE).
+    training_share: float
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """Its fields; NaN (nothing to divide by) as None, which JSON can hold."""
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in self.__dict__.items()}
 
 
 def scale_rows(
@@ -73,6 +77,7 @@ def scale_rows(
                 ),
                 first_trial_s=summary.time_to_first_trial_s,
                 idle_s=summary.makespan_s - summary.ideal_makespan_s,
+                training_share=summary.training_share,
             )
         )
     return rows

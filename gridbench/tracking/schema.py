@@ -246,8 +246,14 @@ GEOMEAN_WALL_SPEEDUP = _metric("geomean_wall_speedup", On.SUMMARY, "geometric me
 RELATIVE_COST = _metric("relative_cost", On.SUMMARY, "other search's cost / baseline's")
 CONFIGS_CPU_FASTER = _metric("configs_cpu_faster", On.SUMMARY, "configurations that trained faster on the CPU")
 CONFIGS_CPU_CHEAPER = _metric("configs_cpu_cheaper", On.SUMMARY, "configurations that were cheaper on the CPU")
+BASELINE_TRAINING_SHARE = _metric(
+    "baseline_training_share", On.SUMMARY, "the baseline search's training_share (absent: recorded before it)"
+)
+OTHER_TRAINING_SHARE = _metric(
+    "other_training_share", On.SUMMARY, "the other search's training_share (absent: recorded before it)"
+)
 # A scale's figures per count: <figure>_<count>.
-SCALE_FIGURES = ("makespan_s", "throughput_per_h", "speedup", "efficiency")
+SCALE_FIGURES = ("makespan_s", "throughput_per_h", "speedup", "efficiency", "training_share")
 for figure in SCALE_FIGURES[1:]:  # makespan_s is declared above
     _metric(f"{figure}_", On.SUMMARY, f"{figure}_<count>: a scale's {figure} at each count")
 del figure

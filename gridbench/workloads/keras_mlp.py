@@ -15,6 +15,7 @@ import keras
 from keras import ops
 
 from gridbench.datasets import Dataset
+from gridbench.tracking import schema
 from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this module is a workload entry)
     EpochCallback,
     keras_facts,
@@ -23,7 +24,9 @@ from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this mod
     prepare,
     single_device,
 )
+from gridbench.workloads.keras_fit_programs import fit_program_key, take_model
 from gridbench.workloads.keras_layers import TunableDropout
+from gridbench.workloads.programs import BUILD_LOCK
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from scikeras.wrappers import KerasClassifier
@@ -31,8 +34,15 @@ if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
 
 
-def build_mlp(hidden_units: int, hidden_layers: int, dropout: float, meta: dict[str, Any]) -> keras.Model:
-    """Dense+ReLU layers with dropout, then softmax; SciKeras supplies `meta` (input and class counts)."""
+def build_mlp(
+    hidden_units: int, hidden_layers: int, dropout: float, meta: dict[str, Any], compile_kwargs: dict | None = None
+) -> keras.Model:
+    """Dense+ReLU layers with dropout, then softmax; SciKeras supplies `meta` (input and class counts).
+
+    SciKeras also passes `compile_kwargs` (its loss and optimizer): compiled here, at
+    initialize() rather than in fit(), a trial's model can be kept for later trials
+    (gridbench.workloads.keras_fit_programs). The compiled loop passes none.
+    """
     layers: list[keras.layers.Layer] = [keras.Input(shape=(meta["n_features_in_"],))]
     for _ in range(hidden_layers):
         layers.append(keras.layers.Dense(hidden_units, activation="relu"))
@@ -40,7 +50,10 @@ def build_mlp(hidden_units: int, hidden_layers: int, dropout: float, meta: dict[
         layers.append(TunableDropout(dropout))
     # float32 under mixed precision too: a float16 softmax over-/underflows.
     layers.append(keras.layers.Dense(meta["n_classes_"], activation="softmax", dtype="float32"))
-    return keras.Sequential(layers)
+    model = keras.Sequential(layers)
+    if compile_kwargs is not None:
+        model.compile(**compile_kwargs)
+    return model
 
 
 def make_estimator(hyperparameters: Mapping[str, Any], seed: int, callbacks: list | None = None) -> KerasClassifier:
@@ -94,7 +107,11 @@ def open_fused_session(members: Sequence[Mapping[str, Any]], data: Dataset, seed
 
 
 class KerasMLPSession:
-    """One trial's model: build, fit (one clock reading per epoch), evaluate."""
+    """One trial's model: build, fit (one clock reading per epoch), evaluate.
+
+    Its Keras model may be one the worker kept from an earlier trial of the same
+    program, reset to this trial's initial state (gridbench.workloads.keras_fit_programs).
+    """
 
     def __init__(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
         self.hyperparameters = dict(hyperparameters)
@@ -102,14 +119,24 @@ class KerasMLPSession:
         self.seed = seed
         self.train_samples = len(data.x_train)
         self.estimator: KerasClassifier | None = None
+        self.program_reused = False
         self._epochs = EpochCallback()
 
     def build(self) -> None:
-        keras.utils.set_random_seed(self.seed)
-        single_device()
-        self.estimator = make_estimator(self.hyperparameters, self.seed, callbacks=[self._epochs])
-        with precision_policy(self.hyperparameters):
-            self.estimator.initialize(self.data.x_train, self.data.y_train)
+        with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
+            keras.utils.set_random_seed(self.seed)
+            single_device()
+            self.estimator = make_estimator(self.hyperparameters, self.seed, callbacks=[self._epochs])
+            with precision_policy(self.hyperparameters):
+                self.estimator.initialize(self.data.x_train, self.data.y_train)
+        # The estimator keeps its own epochs, learning rate, seed and callbacks; its model
+        # may be swapped for a kept one of the same program (SciKeras fits `model_` as it is).
+        key = fit_program_key("mlp", self.hyperparameters, self.data)
+        x, y = self.data.x_train[:1], self.data.y_train[:1]
+        first_batch = (self.estimator.feature_encoder_.transform(x), self.estimator.target_encoder_.transform(y))
+        self.estimator.model_, self.program_reused = take_model(
+            key, self.estimator.model_, self.hyperparameters, first_batch
+        )
 
     @property
     def model(self) -> keras.Model:
@@ -134,4 +161,8 @@ class KerasMLPSession:
         return {"test_accuracy": float(self.estimator.score(self.data.x_test, self.data.y_test))}
 
     def facts(self) -> dict[str, str]:
-        return {**keras_facts(self.model), "train_loop": "fit"}
+        return {
+            **keras_facts(self.model),
+            "train_loop": "fit",
+            schema.PROGRAM_REUSED: "yes" if self.program_reused else "no",
+        }

@@ -15,6 +15,7 @@ from keras import ops
 
 from gridbench.datasets import Dataset
 from gridbench.datasets.read import take_train
+from gridbench.tracking import schema
 from gridbench.workloads import keras_common, keras_families
 from gridbench.workloads.keras_common import (
     EpochCallback,
@@ -23,6 +24,8 @@ from gridbench.workloads.keras_common import (
     precision_policy,
     single_device,
 )
+from gridbench.workloads.keras_fit_programs import fit_program_key, take_model
+from gridbench.workloads.programs import BUILD_LOCK
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
@@ -48,7 +51,7 @@ class Entry:
             from gridbench.workloads.keras_compiled import CompiledSession
 
             return CompiledSession(hyperparameters, data, seed, build_model, workload=self.family)
-        return KerasFitSession(hyperparameters, data, seed, build_model)
+        return KerasFitSession(hyperparameters, data, seed, build_model, workload=self.family)
 
     def open_fused_session(self, members: Sequence[Mapping[str, Any]], data: Dataset, seeds: Sequence[int]):
         """A fused group of this family's configurations (gridbench.workloads.keras_fused), one seed per member."""
@@ -67,28 +70,39 @@ class Entry:
 
 
 class KerasFitSession:
-    """One trial's model on Keras `fit`: build and compile, fit (a clock reading per epoch), evaluate."""
+    """One trial's model on Keras `fit`: build and compile, fit (a clock reading per epoch), evaluate.
 
-    def __init__(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int, build_model):
+    A worker keeps the model of each program it has trained (gridbench.workloads.
+    keras_fit_programs): a later trial of the same program trains that model, reset
+    to its own initial state, and so reuses its traced `fit` step.
+    """
+
+    def __init__(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int, build_model, workload: str = ""):
         self.hyperparameters = dict(hyperparameters)
         self.data = data
         self.seed = seed
         self.build_model = build_model
+        self.workload = workload
         self.train_samples = len(data.x_train)
         self.model: keras.Model | None = None
+        self.program_reused = False
         self._epochs = EpochCallback()
 
     def build(self) -> None:
-        keras.utils.set_random_seed(self.seed)
-        single_device()
-        with precision_policy(self.hyperparameters):
-            self.model = self.build_model()
+        with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
+            keras.utils.set_random_seed(self.seed)
+            single_device()
+            with precision_policy(self.hyperparameters):
+                fresh = self.build_model()
         # compile() wraps the optimizer in a LossScaleOptimizer under mixed_float16.
-        self.model.compile(
+        fresh.compile(
             optimizer=keras_common.make_optimizer(self.hyperparameters),
             loss="sparse_categorical_crossentropy",
             metrics=["accuracy"],
         )
+        key = fit_program_key(self.workload, self.hyperparameters, self.data)
+        first_batch = (self.data.x_train[:1], self.data.y_train[:1])
+        self.model, self.program_reused = take_model(key, fresh, self.hyperparameters, first_batch)
 
     def actual_device(self) -> str:
         return normalise_device(self.model.weights[0].value)
@@ -114,7 +128,11 @@ class KerasFitSession:
         return {"test_accuracy": float(results["accuracy"])}
 
     def facts(self) -> dict[str, str]:
-        return {**keras_facts(self.model), "train_loop": "fit"}
+        return {
+            **keras_facts(self.model),
+            "train_loop": "fit",
+            schema.PROGRAM_REUSED: "yes" if self.program_reused else "no",
+        }
 
 
 CNN = Entry("cnn")
