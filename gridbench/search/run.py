@@ -510,7 +510,8 @@ def summarise(
     finished = [t for t in trials if t.finished]
     # A retried attempt is not a failed trial: the trial ran again.
     failed = [t for t in trials if t.status is TrialStatus.FAILED and t.tags.get(schema.RETRIED) != "true"]
-    values = [t.metrics[spec.metric] for t in finished if spec.metric in t.metrics]
+    # A diverged trial's accuracy (a constant prediction's) is no result: it never is the best.
+    values = [t.metrics[spec.metric] for t in finished if t.ranked and spec.metric in t.metrics]
     resumed = len(resume.finished) if resume is not None else 0
     values += list(resume.metric_values) if resume is not None else []
     best = (max if spec.mode == "max" else min)(values) if values else None
@@ -529,6 +530,7 @@ def summarise(
         trials_resumed=resumed,
         epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
+        trials_diverged=sum(t.diverged for t in finished),
     )
 
 
