@@ -68,6 +68,7 @@ def _start_ray(
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
     if address:
+        placement.check_address_answers(address)  # else ray.init retries for minutes, printing its C++ warnings
         try:
             # The cluster's nodes bring their own resources; they must reach the same data path.
             ray.init(address=address, runtime_env=runtime_env, **quiet)
