@@ -140,6 +140,20 @@ def test_a_search_left_running_by_a_dead_driver_reads_as_killed_and_offers_resum
     assert parents[alive.parent_run_id].info.status == "RUNNING"  # its driver (this process's pid) is alive
 
 
+def test_the_lean_ui_shows_a_search_left_running_by_a_dead_driver_as_killed(store):
+    from gridbench.tracking.ui import pages
+
+    plan = plan_search(digits(("32",)), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = __import__("socket").gethostname()
+    driver = {schema.DRIVER_HOST: host, schema.DRIVER_PID: str(gone.pid), schema.DRIVER_STARTED: "1.000"}
+    stale = _recorded_search(plan, tags=driver)
+    pages("http://ui", store, None)  # `gridbench ui` asks for its pages before it serves them
+    (parent,), _ = search_runs(store)
+    assert parent.info.run_id == stale.parent_run_id and parent.info.status == "KILLED"
+
+
 # --- slow: real Ray ----------------------------------------------------------------------------------------------
 
 
