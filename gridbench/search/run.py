@@ -107,6 +107,7 @@ class RaySession:
         self.signals: lifecycle.StopSignals | None = None
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
+        self.watchdog: lifecycle.Watchdog | None = None
 
     @property
     def started(self) -> bool:
@@ -119,6 +120,8 @@ class RaySession:
         self.signals = lifecycle.StopSignals()
         self.signals.install()
         self.directory = lifecycle.SearchDirectory(keep=options.keep_ray_logs)
+        # Before OwnProcesses: the watchdog is not among the processes to end; it ends them if this driver is killed.
+        self.watchdog = lifecycle.Watchdog(self.directory)
         self.processes = lifecycle.OwnProcesses()
         threading.Thread(target=_import_mlflow, name="gridbench-import-mlflow", daemon=True).start()
         start = time.perf_counter()
@@ -131,6 +134,7 @@ class RaySession:
             raise
         finally:
             self.processes.note()
+            self.watchdog.guard(self.processes.seen)
             self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
@@ -142,9 +146,11 @@ class RaySession:
             self.directory.remove()
             if self.directory.keep:
                 print(f"gridbench: Ray's logs and the search's files are kept in {self.directory.path}", file=sys.stderr)
+        if self.watchdog is not None:
+            self.watchdog.leave()
         if self.signals is not None:
             self.signals.restore()
-        self.ray_start_s = self.signals = self.directory = self.processes = None
+        self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = None
 
 
 def _import_mlflow() -> None:
