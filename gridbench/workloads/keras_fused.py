@@ -26,7 +26,7 @@ import keras
 import numpy as np
 
 from gridbench.datasets import Dataset
-from gridbench.workloads.keras_common import keras_facts, loss_metrics, make_optimizer, normalise_device, precision_policy
+from gridbench.workloads.keras_common import keras_facts, make_optimizer, normalise_device, precision_policy
 from gridbench.workloads.keras_compiled import (
     EVAL_BATCH,
     make_correct_count,
@@ -132,13 +132,15 @@ class FusedSession:
             jax.block_until_ready(self.state)
 
     def fit(self, clock: PhaseClock) -> list[dict[str, float]]:
-        """Trains every member for `epochs`; returns each member's last epoch's mean loss (and diverged_epoch)."""
+        """Trains every member for `epochs`; returns each member's last epoch's mean loss."""
         losses = []
         for _ in range(self.epochs):
             clock.epoch_begin()
             self.state, self.keys, loss = self._train_epoch(self.state, self.keys, self.x_train, self.y_train)
             clock.epoch_end()
             losses.append(loss)
+        from gridbench.workloads.keras_common import loss_metrics
+
         # Each member's own losses by epoch: its train_loss, and diverged_epoch if one was NaN or inf.
         return [loss_metrics(member) for member in np.asarray(losses, dtype=np.float64).T]
 
