@@ -147,6 +147,7 @@ class Search:
                     **{axis: trial.config.get(axis) for axis in axes},
                     schema.PARAM_REPEAT: trial.repeat,
                     "status": trial.status.value,
+                    "diverged": trial.diverged,  # FINISHED, but its loss became NaN or inf (diverged_epoch: when)
                     "device": trial.tags.get(schema.DEVICE_ACTUAL, trial.tags.get(schema.DEVICE_REQUESTED, "")),
                     **dict(trial.metrics),
                     "error": trial.error,

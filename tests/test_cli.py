@@ -100,6 +100,12 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         ),
         (["search", "digits", "--tracking-uri", "{tmp}/filestore"], "is a file store, which MLflow 3 refuses"),
         (["search", "mnist", "--data-dir", "{tmp}/corrupt"], "is not a valid mnist.npz"),
+        # An explicit --data-dir is the data or an error naming it: never another copy.
+        (["search", "mnist", "--data-dir", "{tmp}/nowhere"], "nowhere does not exist; give the directory that holds"),
+        (["search", "mnist", "--data-dir", "{tmp}/bad.toml"], "bad.toml is a file, not a directory"),
+        (["search", "mnist", "--data-dir", "{tmp}/store"], "store has no mnist.npz; put Keras' mnist.npz there"),
+        # ray.init retried an address where nothing listens for minutes, printing Ray's C++ warnings.
+        (["search", "digits", "--address", "127.0.0.1:1"], "--address 127.0.0.1:1: nothing answers there"),
         (["bogus"], "invalid choice: 'bogus'"),
         (["compare", "0123abcd", "4567ef01"], "no MLflow store at sqlite:///"),
         (["baseline", "digits"], "baselines exist for kernel_ridge experiments"),
@@ -176,3 +182,19 @@ def test_keras_backend_variable_sets_the_default_backend(tmp_path):
         "gridbench: error: KERAS_BACKEND=numpy: the backend must be one of tensorflow, jax, torch, got 'numpy'\n"
     )
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_failed_download_is_one_line_with_no_framework_banner_before_it(tmp_path):
+    """Keras' download imports TensorFlow, whose C++ banner went to the terminal before the error."""
+    env = {
+        "KERAS_HOME": str(tmp_path / "keras-home"),  # no cached copy
+        "GRIDBENCH_DATA_DIR": "",
+        "KERAS_BACKEND": "tensorflow",
+        # The download fails at once, online or not: its proxy is a closed port.
+        "HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9", "NO_PROXY": "", "no_proxy": "",
+    }  # fmt: skip
+    result = gridbench("search", "mnist", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("gridbench: error: mnist not found") and "download failed" in result.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
 import types
 
@@ -64,13 +66,46 @@ def test_missing_file_offline_says_where_it_looked_and_how_to_fix(tmp_path, monk
     keras.datasets = keras_datasets
     monkeypatch.setitem(sys.modules, "keras", keras)
     monkeypatch.setitem(sys.modules, "keras.datasets", keras_datasets)
+    monkeypatch.setenv(datasets.DATA_DIR_ENV, str(tmp_path / "empty"))
     with pytest.raises(UserError) as caught:
-        find.locate("mnist", str(tmp_path / "empty"))
+        find.locate("mnist")
     message = str(caught.value)
     assert str(tmp_path / "empty" / "mnist.npz") in message
     assert str(tmp_path / "keras-home" / "datasets" / "mnist.npz") in message
     assert "Temporary failure in name resolution" in message
     assert "--data-dir" in message and datasets.DATA_DIR_ENV in message
+
+
+@pytest.mark.parametrize("given, message", [
+    ("missing", "does not exist; give the directory that holds mnist.npz, or leave --data-dir out"),
+    ("a-file", "is a file, not a directory"),
+    ("empty", "has no mnist.npz; put Keras' mnist.npz there"),
+])  # fmt: skip
+def test_an_explicit_data_dir_is_the_data_or_an_error_never_another_copy(tmp_path, monkeypatch, given, message):
+    make_mnist(tmp_path / "keras-home" / "datasets")
+    make_mnist(tmp_path / "env")
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras-home"))
+    monkeypatch.setenv(datasets.DATA_DIR_ENV, str(tmp_path / "env"))
+    (tmp_path / "a-file").write_text("not a directory")
+    (tmp_path / "empty").mkdir()
+
+    def download():
+        raise AssertionError("an explicit --data-dir must never download")
+
+    monkeypatch.setitem(find.LAYOUTS, "mnist", dataclasses.replace(find.LAYOUTS["mnist"], download=download))
+    with pytest.raises(UserError, match=re.escape(f"--data-dir {tmp_path / given} {message}")):
+        find.locate("mnist", str(tmp_path / given))
+
+
+@pytest.mark.parametrize("error, shown", [(UserError("one line"), ""), (ValueError("a bug"), "banner\n")])
+def test_framework_output_is_held_back_before_a_user_error_and_shown_for_a_bug(capfd, error, shown):
+    import os
+
+    with pytest.raises(type(error)):
+        with find.framework_output_held():
+            os.write(2, b"banner\n")  # as TensorFlow's C++ side writes, below Python's sys.stderr
+            raise error
+    assert capfd.readouterr().err == shown
 
 
 def test_digits_are_bundled_and_split_stratified():

@@ -77,14 +77,14 @@ def test_text_sequences_predict_the_next_character(data_dir):
 
 def test_a_missing_dataset_says_how_to_get_it_or_run_synthetic(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras-home"))
-    monkeypatch.delenv(datasets.DATA_DIR_ENV, raising=False)
+    monkeypatch.setenv(datasets.DATA_DIR_ENV, str(tmp_path))  # no copy there (an explicit --data-dir would stop there)
 
     def offline():
         raise OSError("offline")
 
     monkeypatch.setitem(find.LAYOUTS, "cifar10", dataclasses.replace(find.LAYOUTS["cifar10"], download=offline))
     with pytest.raises(UserError, match=r"cifar10 not found .* \(offline\).*--data-dir DIR.*--synthetic"):
-        find.locate("cifar10", str(tmp_path))
+        find.locate("cifar10")
 
 
 def test_an_incomplete_cifar10_folder_is_a_user_error(tmp_path):

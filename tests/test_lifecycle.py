@@ -140,6 +140,66 @@ def test_a_search_left_running_by_a_dead_driver_reads_as_killed_and_offers_resum
     assert parents[alive.parent_run_id].info.status == "RUNNING"  # its driver (this process's pid) is alive
 
 
+def test_the_lean_ui_shows_a_search_left_running_by_a_dead_driver_as_killed(store):
+    from gridbench.tracking.ui import pages
+
+    plan = plan_search(digits(("32",)), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = __import__("socket").gethostname()
+    driver = {schema.DRIVER_HOST: host, schema.DRIVER_PID: str(gone.pid), schema.DRIVER_STARTED: "1.000"}
+    stale = _recorded_search(plan, tags=driver)
+    pages("http://ui", store, None)  # `gridbench ui` asks for its pages before it serves them
+    (parent,), _ = search_runs(store)
+    assert parent.info.run_id == stale.parent_run_id and parent.info.status == "KILLED"
+
+
+def _watched(tmp_path, keep=False):
+    """A watchdog guarding a shell and the sleep it started (as a raylet starts workers), in a search directory."""
+    from gridbench.search.lifecycle import SearchDirectory, Watchdog
+
+    directory = SearchDirectory(keep=keep)
+    (directory.path / "ray").mkdir()
+    shell = subprocess.Popen(["sh", "-c", "sleep 60 & wait"])
+    deadline = time.time() + 5
+    while not psutil.Process(shell.pid).children() and time.time() < deadline:
+        time.sleep(0.05)
+    (sleeper,) = psutil.Process(shell.pid).children()
+    watchdog = Watchdog(directory)
+    stranger = subprocess.Popen(["sleep", "60"])  # handed over with another start time: a reused pid, not ours
+    watchdog.guard({shell.pid: psutil.Process(shell.pid).create_time(), stranger.pid: 1.0})
+    return directory, watchdog, shell, sleeper, stranger
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_watchdog_ends_what_it_guards_and_the_directory_when_the_driver_dies(tmp_path, keep):
+    directory, watchdog, shell, sleeper, stranger = _watched(tmp_path, keep)
+    try:
+        watchdog._process.stdin.close()  # what the kernel does to the pipe when the driver dies, however
+        assert shell.wait(timeout=10) == -signal.SIGTERM
+        assert psutil.wait_procs([sleeper], timeout=10)[1] == []  # started after the list was sent: found below it
+        assert watchdog._process.wait(timeout=10) == 0
+        assert directory.path.exists() == keep
+        assert stranger.poll() is None
+    finally:
+        for process in (shell, stranger):
+            process.kill()
+        shutil.rmtree(directory.path, ignore_errors=True)
+
+
+def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
+    directory, watchdog, shell, sleeper, stranger = _watched(tmp_path)
+    try:
+        watchdog.leave()
+        assert watchdog._process.returncode == 0
+        assert shell.poll() is None and sleeper.is_running() and directory.path.exists()
+    finally:
+        for process in (shell, stranger):
+            process.kill()
+        sleeper.kill()
+        shutil.rmtree(directory.path, ignore_errors=True)
+
+
 # --- slow: real Ray ----------------------------------------------------------------------------------------------
 
 
@@ -264,7 +324,8 @@ def test_sigterm_kills_the_parent_records_running_trials_and_leaves_nothing(tmp_
 def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(tmp_path, store):
     command = _search_command(store, "--set", "learning_rate=0.01", "--set", "epochs=2", "--max-concurrent", "1")
     command += ["--grid", "hidden_units=16,32,64"]
-    env = _environment(tmp_path)
+    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths live under it
+    env = _environment(tmp_dir)
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
     tree = ProcessTree(driver.pid)
     try:
@@ -274,10 +335,18 @@ def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(
             tree.note()
             time.sleep(0.5)
         tree.note()
+        assert list(tmp_dir.iterdir()), "the search's directory was not under TMPDIR"
         driver.kill()
         driver.wait()
+        # The driver cannot clean up after a SIGKILL: its watchdog ends what Ray started and removes the directory.
+        deadline = time.time() + 10
+        while (tree.alive() or list(tmp_dir.iterdir())) and time.time() < deadline:
+            time.sleep(0.2)
+        assert tree.alive() == [], [p.name() for p in tree.alive()]  # Ray's processes and the watchdog, by PID
+        assert list(tmp_dir.iterdir()) == []
     finally:
-        tree.end()  # a driver killed outright cannot end Ray's processes itself
+        tree.end()  # only if the watchdog failed
+        shutil.rmtree(tmp_dir, ignore_errors=True)
     (parent,), before = search_runs(store)
     assert parent.info.status == "RUNNING"
     finished_before = {c.data.params["hidden_units"] for c in before if c.info.status == "FINISHED"}

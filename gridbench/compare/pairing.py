@@ -45,7 +45,7 @@ def time_to_target(search: SearchRun, metric: str, target: float | None, mode: s
     if target is None:
         return None
     reached = (lambda v: v >= target) if mode == "max" else (lambda v: v <= target)
-    for trial in sorted((t for t in search.trials if t.finished), key=lambda t: t.ended_s):
+    for trial in sorted((t for t in search.trials if t.finished and not t.diverged), key=lambda t: t.ended_s):
         if metric in trial.metrics and reached(trial.metrics[metric]):
             return trial.ended_s
     return None

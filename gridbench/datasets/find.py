@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -39,8 +42,12 @@ def locate(name: str, data_dir: str | None = None, synthetic: bool = False) -> D
     if name == "digits":
         return DataSource("digits")
     layout = LAYOUTS[name]
+    if data_dir:  # the user's choice: its data or an error, never another copy (a typo would measure other data)
+        path = _given_entry(Path(data_dir).expanduser(), layout)
+        layout.check(path)
+        return DataSource(name, str(path.resolve()))
     looked = []
-    for directory in (data_dir, os.environ.get(DATA_DIR_ENV), *(keras_cache_dir() / c for c in layout.cached)):
+    for directory in (os.environ.get(DATA_DIR_ENV), *(keras_cache_dir() / c for c in layout.cached)):
         if not directory:
             continue
         path = Path(directory).expanduser() / layout.entry
@@ -53,18 +60,63 @@ def locate(name: str, data_dir: str | None = None, synthetic: bool = False) -> D
     return DataSource(name, str(path.resolve()))
 
 
+def _given_entry(directory: Path, layout: _Layout) -> Path:
+    """The dataset's file or folder in an explicit --data-dir; a UserError naming the directory if it is not there."""
+    elsewhere = f"or leave --data-dir out to use ${DATA_DIR_ENV}, Keras' cache or Keras' download"
+    if not directory.exists():
+        raise UserError(f"--data-dir {directory} does not exist; give the directory that holds {layout.entry}, {elsewhere}")
+    if not directory.is_dir():
+        raise UserError(f"--data-dir {directory} is a file, not a directory; give the directory that holds {layout.entry}")
+    path = directory / layout.entry
+    if not path.exists():
+        raise UserError(f"--data-dir {directory} has no {layout.entry}; put Keras' {layout.entry} there, {elsewhere}")
+    return path
+
+
+@contextlib.contextmanager
+def framework_output_held():
+    """Holds back what is written to this process's stderr (file descriptor 2) meanwhile.
+
+    Importing Keras imports TensorFlow, whose C++ side writes its banner to descriptor 2
+    (absl's "All log messages before absl::InitializeLog()", oneDNN's notice), whatever
+    TF_CPP_MIN_LOG_LEVEL says: the one-line error that may follow must come alone. The
+    held text is dropped, unless something other than a UserError escapes (then it is
+    written out, for the traceback's sake).
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    replay = False
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except UserError:
+            raise
+        except BaseException:
+            replay = True
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if replay:
+                held.seek(0)
+                os.write(2, held.read())
+
+
 def _download(name: str, layout: _Layout, looked: list[str]) -> Path:
     # Keras' own download, which caches the file under ~/.keras/datasets. Importing
     # Keras is slow, so this runs only when no local copy exists.
-    try:
-        layout.download()
-    except Exception as err:  # any network or checksum failure means: not available here
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UserError(
-            f"{name} not found (looked in {', '.join(looked)}) and Keras' download failed ({reason}); "
-            f"put Keras' {layout.entry} in a directory and pass --data-dir DIR or set {DATA_DIR_ENV}=DIR, "
-            f"or pass --synthetic for a speed-only run on random data of the same shapes"
-        ) from None
+    with framework_output_held():  # the error is raised inside: TensorFlow's banner never comes before it
+        try:
+            layout.download()
+        except Exception as err:  # any network or checksum failure means: not available here
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise UserError(
+                f"{name} not found (looked in {', '.join(looked)}) and Keras' download failed ({reason}); "
+                f"put Keras' {layout.entry} in a directory and pass --data-dir DIR or set {DATA_DIR_ENV}=DIR, "
+                f"or pass --synthetic for a speed-only run on random data of the same shapes"
+            ) from None
     for cached in layout.cached:
         if (keras_cache_dir() / cached / layout.entry).exists():
             return keras_cache_dir() / cached / layout.entry

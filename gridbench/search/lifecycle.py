@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Mapping
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -159,6 +162,62 @@ class OwnProcesses:
                 pass
         self._psutil.wait_procs(still, timeout=grace_s)
         return len(leftovers)
+
+
+class Watchdog:
+    """A process of its own that cleans up after a driver killed outright (gridbench/search/watchdog.py).
+
+    Started before Ray, in a session of its own (a signal to the driver's process group
+    does not reach it), with the search's directory; `guard` hands it the processes Ray
+    started, by PID and start time, through its stdin. If the driver dies without `leave`,
+    the pipe closes and the watchdog ends them and removes the directory (unless kept).
+    A stdlib script run with `python -S`: it starts in tens of milliseconds.
+    """
+
+    SCRIPT = Path(__file__).with_name("watchdog.py")
+
+    def __init__(self, directory: SearchDirectory):
+        self._process = subprocess.Popen(
+            [sys.executable, "-S", str(self.SCRIPT), str(directory.path), "keep" if directory.keep else "remove"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+        )
+        self._sent: set[int] = set()
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def guard(self, processes: Mapping[int, float]) -> None:
+        """Hands the watchdog the processes (pid: psutil create_time) it has not been told of yet."""
+        new = {pid: started for pid, started in processes.items() if pid not in self._sent}
+        self._write("".join(f"{pid} {started!r}\n" for pid, started in new.items()))
+        self._sent |= set(new)
+
+    def leave(self, timeout_s: float = 5.0) -> None:
+        """The driver cleaned up itself: the watchdog exits, touching nothing."""
+        self._write("leave\n")
+        try:
+            self._process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self._process.stdin.write(text)
+            self._process.stdin.flush()
+        except (OSError, ValueError):  # it is gone (or its pipe closed): nothing to hand it
+            pass
 
 
 def local_ray_environment() -> None:

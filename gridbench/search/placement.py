@@ -75,3 +75,26 @@ def check_cluster(nodes: Sequence[Mapping[str, Any]], cpus_per_trial: int, gpus_
         f"its largest node has {largest_cpu:g} CPU(s) and {largest_gpu:g} GPU(s); "
         f"lower --cpus-per-trial/--gpus-per-trial or add nodes"
     )
+
+
+def check_address_answers(address: str, timeout_s: float = 5.0) -> None:
+    """A Ray cluster's HOST:PORT must accept a connection before ray.init joins it.
+
+    ray.init(address=...) to an address where nothing listens retried for minutes,
+    printing its C++ client's warnings ("Failed to connect to GCS") on the terminal.
+    Other forms (auto, ray://...) are left to Ray.
+    """
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not host or "/" in address or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise UserError(
+            f"--address {address}: nothing answers there ({reason.lower()}); "
+            f"start the cluster with `ray start --head --port {port}` or fix --address"
+        ) from None

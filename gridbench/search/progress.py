@@ -91,8 +91,11 @@ class SearchProgress:
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
+            state = "[green]done[/]"
+            if record.diverged:  # its metric is no result: say why first
+                state, quality = "[yellow]diverged[/]", f"{_divergence(m)} ({quality.rstrip(', ') or 'no result'}), "
             self.progress.console.print(
-                f"[green]done[/] {record.key} #{record.repeat}: {quality}"
+                f"{state} {record.key} #{record.repeat}: {quality}"
                 f"{timing}, wall {_fmt(m.get(schema.TRIAL_WALL_S))} s on {record.tags.get(schema.DEVICE_ACTUAL, '?')}"
             )
         else:
@@ -107,6 +110,12 @@ class SearchProgress:
 
     def stop(self) -> None:
         self.progress.stop()
+
+
+def _divergence(metrics: Mapping[str, float]) -> str:
+    epoch = metrics.get(schema.DIVERGED_EPOCH)
+    where = f" at epoch {epoch:.0f}" if epoch is not None else ""
+    return f"training loss became {_fmt(metrics.get(schema.TRAIN_LOSS))}{where}"
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -151,7 +160,8 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     """
     spec = result.plan.spec
     axes = sorted(spec.grid)
-    finished = [t for t in result.trials if t.finished]
+    finished = [t for t in result.trials if t.ranked]
+    diverged = [t for t in result.trials if t.finished and t.diverged]  # listed last, unranked
     failed = [t for t in result.trials if not t.finished]
     timing_columns = TIMING_COLUMNS[spec.workload.train_metric]
     if result.plan.data.synthetic:  # random labels: no accuracy to show, rank by training time
@@ -160,9 +170,13 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     else:
         metric, mode = spec.metric, spec.mode
         title = f"{spec.name}: {len(finished)} finished, {len(failed)} failed, ranked by {metric} ({mode})"
+    if diverged:
+        title += f"; {len(diverged)} diverged (unranked, last)"
     finished.sort(key=lambda t: t.metrics.get(metric, math.nan), reverse=mode == "max")
+    ranks = [str(rank) for rank in range(1, len(finished) + 1)] + ["diverged"] * len(diverged)
+    finished += diverged
 
-    columns = [_Column("#", [str(rank) for rank in range(1, len(finished) + 1)], key=True)]
+    columns = [_Column("#", ranks, key=True)]
     columns += [_Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
     if spec.repeats > 1:
         columns.append(_Column("repeat", [str(t.repeat) for t in finished], key=True))

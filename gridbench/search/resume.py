@@ -111,7 +111,11 @@ def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:
         if child.info.status == TrialStatus.FINISHED.value
     }
     metric = plan.spec.metric
-    values = tuple(c.data.metrics[metric] for c in finished.values() if metric in c.data.metrics)
+    values = tuple(
+        c.data.metrics[metric]
+        for c in finished.values()
+        if metric in c.data.metrics and c.data.tags.get(schema.DIVERGED) != "true"  # never the best
+    )
     return ResumePoint(
         parent_run_id=parent.info.run_id,
         finished=frozenset(finished),

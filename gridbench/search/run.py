@@ -68,6 +68,7 @@ def _start_ray(
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
     if address:
+        placement.check_address_answers(address)  # else ray.init retries for minutes, printing its C++ warnings
         try:
             # The cluster's nodes bring their own resources; they must reach the same data path.
             ray.init(address=address, runtime_env=runtime_env, **quiet)
@@ -106,6 +107,7 @@ class RaySession:
         self.signals: lifecycle.StopSignals | None = None
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
+        self.watchdog: lifecycle.Watchdog | None = None
 
     @property
     def started(self) -> bool:
@@ -118,6 +120,8 @@ class RaySession:
         self.signals = lifecycle.StopSignals()
         self.signals.install()
         self.directory = lifecycle.SearchDirectory(keep=options.keep_ray_logs)
+        # Before OwnProcesses: the watchdog is not among the processes to end; it ends them if this driver is killed.
+        self.watchdog = lifecycle.Watchdog(self.directory)
         self.processes = lifecycle.OwnProcesses()
         threading.Thread(target=_import_mlflow, name="gridbench-import-mlflow", daemon=True).start()
         start = time.perf_counter()
@@ -130,6 +134,7 @@ class RaySession:
             raise
         finally:
             self.processes.note()
+            self.watchdog.guard(self.processes.seen)
             self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
@@ -141,9 +146,11 @@ class RaySession:
             self.directory.remove()
             if self.directory.keep:
                 print(f"gridbench: Ray's logs and the search's files are kept in {self.directory.path}", file=sys.stderr)
+        if self.watchdog is not None:
+            self.watchdog.leave()
         if self.signals is not None:
             self.signals.restore()
-        self.ray_start_s = self.signals = self.directory = self.processes = None
+        self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = None
 
 
 def _import_mlflow() -> None:
@@ -510,7 +517,8 @@ def summarise(
     finished = [t for t in trials if t.finished]
     # A retried attempt is not a failed trial: the trial ran again.
     failed = [t for t in trials if t.status is TrialStatus.FAILED and t.tags.get(schema.RETRIED) != "true"]
-    values = [t.metrics[spec.metric] for t in finished if spec.metric in t.metrics]
+    # A diverged trial's accuracy (a constant prediction's) is no result: it never is the best.
+    values = [t.metrics[spec.metric] for t in finished if t.ranked and spec.metric in t.metrics]
     resumed = len(resume.finished) if resume is not None else 0
     values += list(resume.metric_values) if resume is not None else []
     best = (max if spec.mode == "max" else min)(values) if values else None
@@ -529,6 +537,7 @@ def summarise(
         trials_resumed=resumed,
         epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
+        trials_diverged=sum(t.diverged for t in finished),
     )
 
 

@@ -102,6 +102,7 @@ class MemoryRecorder:
                 status=run.status,
                 metrics=run.metrics,
                 ended_s=(run.ended_at or start) - start,
+                diverged=run.tags.get(schema.DIVERGED) == "true",
             )
             for run in self.trials
         )

@@ -20,6 +20,7 @@ class TrialRun:
     status: str  # MLflow's run status: a TrialStatus, or RUNNING/KILLED for a trial cut short
     metrics: Mapping[str, float]
     ended_s: float  # seconds after the search started
+    diverged: bool = False  # FINISHED, but its training loss became NaN or inf: no result for time to accuracy
 
     @property
     def finished(self) -> bool:
@@ -107,6 +108,7 @@ def read_search(tracking_uri: str, run_id: str):
                 status=child.info.status,
                 metrics=schema.upgrade(child.data.tags, child.data.metrics, On.TRIAL)[1],
                 ended_s=((child.info.end_time or started_ms) - started_ms) / 1000,
+                diverged=child.data.tags.get(schema.DIVERGED) == "true",
             )
         )
     return SearchRun(

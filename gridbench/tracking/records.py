@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -42,16 +43,34 @@ class TrialRecord:
     def finished(self) -> bool:
         return self.status is TrialStatus.FINISHED
 
+    @property
+    def diverged(self) -> bool:
+        """FINISHED, but its training loss became NaN or inf: no result to rank."""
+        return self.tags.get(schema.DIVERGED) == "true"
+
+    @property
+    def ranked(self) -> bool:
+        """A result that counts for the search's best, its ranking and time to accuracy."""
+        return self.finished and not self.diverged
+
     @classmethod
     def from_outcome(cls, trial_id: str, config: Mapping[str, Any], outcome: TrialOutcome) -> TrialRecord:
-        """From what a trial returned (gridbench.trial.run_trial), checked on its way to the driver."""
+        """From what a trial returned (gridbench.trial.run_trial), checked on its way to the driver.
+
+        A finished trial whose loss became NaN or inf (the workload's diverged_epoch, or a final loss
+        that is not finite) is tagged diverged. Its status stays FINISHED: it trained every epoch.
+        """
+        tags = dict(outcome.tags)
+        loss = outcome.metrics.get(schema.TRAIN_LOSS, 0.0)
+        if outcome.finished and (schema.DIVERGED_EPOCH in outcome.metrics or not math.isfinite(loss)):
+            tags[schema.DIVERGED] = "true"
         return cls(
             trial_id=trial_id,
             config={k: v for k, v in config.items() if k != schema.PARAM_REPEAT},
             repeat=outcome.repeat,
             status=outcome.status,
             metrics=dict(outcome.metrics),
-            tags=dict(outcome.tags),
+            tags=tags,
             started_at=outcome.started_at,
             ended_at=outcome.ended_at,
             epoch_times=tuple(outcome.epoch_times),
@@ -78,6 +97,7 @@ class SearchSummary:
     trials_resumed: int = 0  # trials finished in earlier sessions (counted in trials_finished and best_metric)
     epochs_sum_s: float = 0.0  # every trial's timed epochs added up (an epoch shared by several trials once)
     startup_s: float = 0.0  # command start to Tune's start: the start-up that overlapping left
+    trials_diverged: int = 0  # finished trials whose loss became NaN or inf (left out of best_metric)
 
     @property
     def training_share(self) -> float:
@@ -113,6 +133,7 @@ class SearchSummary:
             schema.STARTUP_S: self.startup_s,
             schema.SESSIONS: self.session,
             schema.TRIALS_RESUMED: self.trials_resumed,
+            schema.TRIALS_DIVERGED: self.trials_diverged,
         }
         if self.best_metric is not None:
             values[schema.BEST_METRIC] = self.best_metric

@@ -161,7 +161,8 @@ TRIALS_FAILED = _metric("trials_failed", On.SEARCH, "trials that failed")
 CONCURRENCY = _metric("concurrency", On.SEARCH, "trials the resources allowed at once")
 OVERHEAD_RATIO = _metric("overhead_ratio", On.SEARCH, "makespan / (trial wall sum / concurrency)")
 OVERHEAD_S = _metric("overhead_s", On.SEARCH, "makespan - trial wall sum / concurrency")
-BEST_METRIC = _metric("best_metric", On.SEARCH, "the best value of the ranking metric")
+BEST_METRIC = _metric("best_metric", On.SEARCH, "the best value of the ranking metric (diverged trials left out)")
+TRIALS_DIVERGED = _metric("trials_diverged", On.SEARCH, "finished trials whose training loss became NaN or inf")
 EPOCHS_SUM_S = _metric("epochs_sum_s", On.SEARCH, "every trial's timed epochs added up (a shared epoch once)", since=3)
 TRAINING_SHARE = _metric(
     "training_share", On.SEARCH, "epochs_sum_s / (makespan x concurrency): the share of the search spent training", since=3
@@ -196,6 +197,8 @@ THREADS_PREFIX = _tag("threads.", On.TRIAL, "threads.<pool>: thread counts the t
 ATTEMPT = _tag("attempt", On.TRIAL, "1, or the retry (--retries) this run records; a trial's every attempt has a run")
 RETRIED = _tag("retried", On.TRIAL, "true: this attempt's worker died and the trial was run again")
 ENDED_BY = _tag("ended_by", On.TRIAL, "what ended a KILLED trial: SIGINT, SIGTERM")
+# A diverged trial ran to its end (FINISHED) but its numbers mean nothing: it is kept out of best and time to accuracy.
+DIVERGED = _tag("diverged", On.TRIAL, "true: the training loss became NaN or inf (diverged_epoch says when)")
 
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")
@@ -229,6 +232,7 @@ GROUP_FIT_S = _metric("group_fit_s", On.TRIAL, "a fused group's training, warm-u
 GROUP_WALL_S = _metric("group_wall_s", On.TRIAL, "the whole trial that trained a group of configurations")
 TEST_ACCURACY = _metric("test_accuracy", On.TRIAL, "accuracy on the held-out set (none on synthetic data)")
 TRAIN_LOSS = _metric("train_loss", On.TRIAL, "the last epoch's training loss")
+DIVERGED_EPOCH = _metric("diverged_epoch", On.TRIAL, "the first epoch (from 1) whose training loss was NaN or inf")
 GPU_METRIC_PREFIX = _metric("gpu_", On.TRIAL, "gpu_util_pct_*, gpu_mem_used_gib_*, gpu_process_mem_gib_*: NVML samples")
 
 # --- A comparison or a scale (summary run) --------------------------------------------------------------------------

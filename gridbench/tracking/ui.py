@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 
 from gridbench.errors import UserError
 from gridbench.tracking import schema
+from gridbench.tracking.stale import mark_stale_searches
 from gridbench.tracking.store import (
     artifact_location,
     check_store_exists,
@@ -62,13 +63,14 @@ def pages(base_url: str, tracking_uri: str, spec_name: str | None) -> Pages:
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
+    ours = [e.experiment_id for e in client.search_experiments() if e.name.startswith(experiment_name(""))]
+    mark_stale_searches(client, ours)  # a search whose driver was killed outright shows as KILLED, not RUNNING
     if spec_name:
         experiment = client.get_experiment_by_name(experiment_name(spec_name))
         if experiment is None:
             raise UserError(f"no experiment {experiment_name(spec_name)!r} in {tracking_uri}")
         experiment_id = experiment.experiment_id
     else:
-        ours = [e.experiment_id for e in client.search_experiments() if e.name.startswith(experiment_name(""))]
         latest = _latest(client, ours, "search")
         if latest is None:
             return Pages(f"{base_url}/")

@@ -6,11 +6,13 @@ Imported inside a trial only (it imports Keras and so the backend).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 
+from gridbench.tracking import schema
 from gridbench.workloads.keras_layers import parameter_count
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
@@ -63,18 +65,41 @@ def precision_policy(hyperparameters: Mapping[str, Any]):
         keras.config.set_dtype_policy(previous)
 
 
+def loss_metrics(epoch_losses) -> dict[str, float]:
+    """The last epoch's training loss and, for a trial that diverged, the first epoch (from 1) whose loss was NaN or inf.
+
+    Read once training has ended: a loss still on the device is not waited for inside the timed epochs.
+    """
+    losses = [float(loss) for loss in epoch_losses]
+    metrics = {schema.TRAIN_LOSS: losses[-1] if losses else float("nan")}
+    diverged = next((epoch for epoch, loss in enumerate(losses, 1) if not math.isfinite(loss)), None)
+    if diverged is not None:
+        metrics[schema.DIVERGED_EPOCH] = float(diverged)
+    return metrics
+
+
 class EpochCallback(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
         self.clock: PhaseClock | None = None  # set by fit(); SciKeras fixes callbacks at initialize()
-        self.last_loss = float("nan")
+        self.losses: list[float] = []  # each epoch's mean training loss, as fit reports it
+
+    def on_train_begin(self, logs=None):
+        self.losses = []
 
     def on_epoch_begin(self, epoch, logs=None):
         self.clock.epoch_begin()
 
     def on_epoch_end(self, epoch, logs=None):
         self.clock.epoch_end()
-        self.last_loss = float((logs or {}).get("loss", float("nan")))
+        self.losses.append(float((logs or {}).get("loss", float("nan"))))
+
+    @property
+    def last_loss(self) -> float:
+        return self.losses[-1] if self.losses else float("nan")
+
+    def loss_metrics(self) -> dict[str, float]:
+        return loss_metrics(self.losses)
 
 
 def prepare(context) -> None:

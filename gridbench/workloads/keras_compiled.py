@@ -34,6 +34,7 @@ from gridbench.workloads.keras_common import (
     check_divisible_batch,
     data_parallel,
     keras_facts,
+    loss_metrics,
     make_optimizer,
     normalise_device,
     precision_policy,
@@ -230,7 +231,7 @@ class CompiledSession:
             clock.epoch_end()
             losses.append(loss)
         self._write_back()
-        return {"train_loss": float(losses[-1])}
+        return loss_metrics(losses)  # train_loss, and diverged_epoch if an epoch's mean loss was NaN or inf
 
     def _write_back(self) -> None:
         """Leaves the trained weights in the Keras model, as fit would."""

@@ -179,7 +179,10 @@ class FusedSession:
             self.state, self.keys, loss = self.program.train_epoch(self.state, self.keys, self.x_train, self.y_train)
             clock.epoch_end()
             losses.append(loss)
-        return [{"train_loss": float(loss)} for loss in np.asarray(losses[-1], dtype=np.float64)]
+        from gridbench.workloads.keras_common import loss_metrics
+
+        # Each member's own losses by epoch: its train_loss, and diverged_epoch if one was NaN or inf.
+        return [loss_metrics(member) for member in np.asarray(losses, dtype=np.float64).T]
 
     def evaluate(self) -> list[dict[str, float]]:
         trainable, non_trainable, _ = self.state

@@ -155,7 +155,7 @@ class KerasMLPSession:
     def fit(self, clock: PhaseClock) -> dict[str, float]:
         self._epochs.clock = clock
         self.estimator.fit(self.data.x_train, self.data.y_train)
-        return {"train_loss": self._epochs.last_loss}
+        return self._epochs.loss_metrics()  # train_loss, and diverged_epoch if NaN or inf
 
     def evaluate(self) -> dict[str, float]:
         return {"test_accuracy": float(self.estimator.score(self.data.x_test, self.data.y_test))}

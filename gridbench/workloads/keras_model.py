@@ -121,7 +121,7 @@ class KerasFitSession:
             callbacks=[self._epochs],
             verbose=0,
         )
-        return {"train_loss": self._epochs.last_loss}
+        return self._epochs.loss_metrics()  # train_loss, and diverged_epoch if NaN or inf
 
     def evaluate(self) -> dict[str, float]:
         results = self.model.evaluate(self.data.x_test, self.data.y_test, batch_size=1024, verbose=0, return_dict=True)
