@@ -113,6 +113,9 @@ def prepare(context) -> None:
         # the compiling trial's cost, and the cache's own (loading a program).
         jax.config.update("jax_compilation_cache_dir", context.compile_cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        from gridbench.workloads.programs import PROGRAMS
+
+        PROGRAMS.lock_dir = context.compile_cache_dir  # one compilation per program across the search's workers
     if context.device == "gpu" and context.backend == "torch":
         import torch
 

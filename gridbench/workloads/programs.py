@@ -9,10 +9,17 @@ it in its own `compile_s` (or waits for a compilation started ahead of it).
 
 Programs can be compiled ahead of need, in background threads: XLA compiles on the
 host while the device trains an earlier trial.
+
+Across a search's workers, each program is compiled once: with a `lock_dir` (the
+search's JAX compilation cache, set by keras_common.prepare) a compilation holds a
+file lock named after its key, so that a second worker waits for the first and then
+loads the program from the shared persistent cache instead of compiling it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,6 +61,18 @@ class ProgramCache:
         self._lock = threading.Lock()
         self._programs: dict[Hashable, Future] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self.lock_dir: str | None = None  # where workers of one search agree who compiles what; None: no agreement
+
+    def _compile_once(self, key: Hashable, compile_program: Callable[[], Any]) -> Any:
+        """compile_program(), under the search-wide lock for `key` (the persistent cache then serves the others)."""
+        if self.lock_dir is None:
+            return compile_program()
+        from filelock import FileLock
+
+        os.makedirs(self.lock_dir, exist_ok=True)
+        name = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
+        with FileLock(os.path.join(self.lock_dir, f"program-{name}.lock")):
+            return compile_program()
 
     def get(self, key: Hashable, compile_program: Callable[[], Any]) -> Lookup:
         """The program for `key`, compiled here by `compile_program` if nobody has compiled it yet."""
@@ -65,7 +84,7 @@ class ProgramCache:
         start = time.perf_counter()
         if mine:
             try:
-                future.set_result(compile_program())
+                future.set_result(self._compile_once(key, compile_program))
             except BaseException as err:
                 with self._lock:
                     del self._programs[key]  # a later trial may try again
@@ -90,7 +109,7 @@ class ProgramCache:
                     continue
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(AHEAD_THREADS, thread_name_prefix="gridbench-compile")
-                self._programs[key] = self._pool.submit(compile_program)
+                self._programs[key] = self._pool.submit(self._compile_once, key, compile_program)
                 started += 1
         return started
 
