@@ -48,9 +48,9 @@ def train_fused(
             session.workload = context.workload
             session.build()
         _check_device(outcome, context, session, f"{context.backend} placed the fused group")
-        ahead = _compile_ahead(entry, context, hyperparameters, data, session)
         with clock.phase("compile"):
             outcome.tags.update(session.compile())
+        ahead = _compile_ahead(entry, context, hyperparameters, data, session)  # after its own, as trial.run does
         clock.sync = session.sync
         sampler = _sampler(gpus)
         with sampler, clock.phase("fit"):  # sampler outside: its start is not training time

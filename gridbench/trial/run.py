@@ -202,9 +202,9 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
             session.build()
         _check_device(outcome, context, session, f"{context.backend} placed the model")
         if hasattr(session, "compile"):  # a compiled loop: its program from the worker's cache
-            ahead = _compile_ahead(entry, context, data, session)
             with clock.phase("compile"):
                 outcome.tags.update(session.compile())
+            ahead = _compile_ahead(entry, context, data, session)  # after its own: compiling beside it starved it
             outcome.metrics.update({schema.COMPILE_S: clock.phases["compile"], schema.PROGRAMS_AHEAD: ahead})
         clock.sync = session.sync
         sampler = _sampler(gpus)

@@ -32,7 +32,10 @@ from typing import Any, Callable, Hashable
 # initial weights would depend on timing.
 BUILD_LOCK = threading.RLock()
 
-AHEAD_THREADS = 4  # concurrent background compilations: XLA's compiler is itself multi-threaded
+# One compilation ahead at a time. Measured on an H200 (docs/results/h100-issue15.md): eight
+# programs compiling at once beside a trial's own took 30 s before its own was ready, against
+# about 4 s for one alone; at once they finished no sooner than one after another.
+AHEAD_THREADS = 1
 
 
 @dataclass

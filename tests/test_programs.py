@@ -1,0 +1,84 @@
+"""The worker's program cache: each program compiled once, by whoever asks first; failures retried."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+from gridbench.workloads.programs import ProgramCache
+
+
+def test_a_program_is_compiled_once_and_then_reused():
+    cache, calls = ProgramCache(), []
+    first = cache.get("a", lambda: calls.append("a") or "program a")
+    again = cache.get("a", lambda: calls.append("again") or "other")
+    assert (first.program, first.reused) == ("program a", False)
+    assert (again.program, again.reused) == ("program a", True) and calls == ["a"]
+
+
+def test_a_trial_waits_for_a_compilation_started_ahead_and_counts_the_wait():
+    cache, release = ProgramCache(), threading.Event()
+
+    def slow():
+        release.wait(5)
+        return "compiled ahead"
+
+    assert cache.compile_ahead({"a": slow, "b": lambda: "b"}) == 2
+    assert cache.compile_ahead({"a": slow}) == 0  # already under way: not started twice
+    threading.Timer(0.3, release.set).start()
+    lookup = cache.get("a", lambda: pytest.fail("compiled twice"))
+    assert lookup.program == "compiled ahead" and lookup.reused and lookup.waited_s >= 0.2
+
+
+def test_a_failed_compilation_ahead_is_compiled_again_by_the_trial_that_needs_it():
+    cache = ProgramCache()
+
+    def broken():
+        raise RuntimeError("out of memory")
+
+    cache.compile_ahead({"a": broken})
+    while cache.pending():
+        time.sleep(0.01)
+    lookup = cache.get("a", lambda: "compiled by the trial")
+    assert (lookup.program, lookup.reused) == ("compiled by the trial", False)
+
+
+def test_a_failed_compilation_is_raised_and_not_kept():
+    cache = ProgramCache()
+    with pytest.raises(RuntimeError):
+        cache.get("a", lambda: (_ for _ in ()).throw(RuntimeError("trace failed")))
+    assert "a" not in cache and cache.get("a", lambda: "second try").program == "second try"
+
+
+def _compile_under_lock(lock_dir: str, log: str, name: str) -> None:
+    cache = ProgramCache()
+    cache.lock_dir = lock_dir
+
+    def compile_program():
+        with open(log, "a") as f:
+            f.write(f"{name} start {time.monotonic()}\n")
+        time.sleep(0.5)
+        with open(log, "a") as f:
+            f.write(f"{name} end {time.monotonic()}\n")
+        return name
+
+    cache.get(("mlp", 128), compile_program)
+
+
+def test_workers_of_one_search_compile_a_program_one_at_a_time(tmp_path):
+    """The file lock named after the key: a second worker waits, then finds it in the persistent cache."""
+    log = tmp_path / "log"
+    workers = [
+        multiprocessing.get_context("spawn").Process(target=_compile_under_lock, args=(str(tmp_path), str(log), n))
+        for n in ("w1", "w2")
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    events = [line.split() for line in log.read_text().splitlines()]
+    assert [e[1] for e in events] == ["start", "end", "start", "end"]  # never two at once
+    assert events[0][0] == events[1][0] and events[2][0] == events[3][0]
