@@ -269,6 +269,8 @@ def _user_data(dataset: Any, source: str, base_dir: str | None):
     from gridbench.datasets.user import is_user_dataset, user_data
 
     return user_data(dataset, source, base_dir) if is_user_dataset(dataset) else None
+
+
 # "trials": one Ray trial per configuration x repeat; "fused": gridbench.search.fusion.
 EXECUTIONS = ("trials", "fused")
 

@@ -195,7 +195,7 @@ def test_on_a_gpu_machine_the_first_backend_that_sees_it_is_chosen(monkeypatch):
 
 
 def test_ray_starts_while_the_backends_are_asked_and_never_for_bad_input(monkeypatch, fake_probes):
-    """The planner runs `while_probing` (the search's Ray start) beside the probe, after every check it can make first."""
+    """The planner runs `while_probing` (Ray's start) beside the probe, after the checks it can make first."""
     import threading
 
     monkeypatch.setattr(environment, "visible_gpu_count", lambda: 1)

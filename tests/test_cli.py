@@ -194,7 +194,9 @@ def test_a_failed_download_is_one_line_with_no_framework_banner_before_it(tmp_pa
         "HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
         "HTTP_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9", "NO_PROXY": "", "no_proxy": "",
     }  # fmt: skip
-    result = gridbench("search", "mnist", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path, env=env)
+    result = gridbench(
+        "search", "mnist", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path, env=env
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("gridbench: error: mnist not found") and "download failed" in result.stderr

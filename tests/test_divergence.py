@@ -100,7 +100,10 @@ def test_loss_metrics_name_the_first_epoch_that_was_not_finite():
     from gridbench.workloads.keras_common import loss_metrics
 
     assert loss_metrics([2.0, 1.0]) == {schema.TRAIN_LOSS: 1.0}
-    assert loss_metrics([2.0, math.inf, NAN]) == {schema.TRAIN_LOSS: pytest.approx(NAN, nan_ok=True), schema.DIVERGED_EPOCH: 2.0}
+    assert loss_metrics([2.0, math.inf, NAN]) == {
+        schema.TRAIN_LOSS: pytest.approx(NAN, nan_ok=True),
+        schema.DIVERGED_EPOCH: 2.0,
+    }
 
 
 @pytest.mark.slow

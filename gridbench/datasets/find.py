@@ -64,9 +64,13 @@ def _given_entry(directory: Path, layout: _Layout) -> Path:
     """The dataset's file or folder in an explicit --data-dir; a UserError naming the directory if it is not there."""
     elsewhere = f"or leave --data-dir out to use ${DATA_DIR_ENV}, Keras' cache or Keras' download"
     if not directory.exists():
-        raise UserError(f"--data-dir {directory} does not exist; give the directory that holds {layout.entry}, {elsewhere}")
+        raise UserError(
+            f"--data-dir {directory} does not exist; give the directory that holds {layout.entry}, {elsewhere}"
+        )
     if not directory.is_dir():
-        raise UserError(f"--data-dir {directory} is a file, not a directory; give the directory that holds {layout.entry}")
+        raise UserError(
+            f"--data-dir {directory} is a file, not a directory; give the directory that holds {layout.entry}"
+        )
     path = directory / layout.entry
     if not path.exists():
         raise UserError(f"--data-dir {directory} has no {layout.entry}; put Keras' {layout.entry} there, {elsewhere}")

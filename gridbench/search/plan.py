@@ -108,7 +108,9 @@ class SearchPlan:
 
 
 def plan_search(
-    spec: ExperimentSpec, options: SearchOptions, while_probing: Callable[[SearchOptions, int, int, dict | None], None] | None = None
+    spec: ExperimentSpec,
+    options: SearchOptions,
+    while_probing: Callable[[SearchOptions, int, int, dict | None], None] | None = None,
 ) -> SearchPlan:
     """Checks the request against this machine, the data and the store; raises UserError.
 

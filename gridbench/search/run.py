@@ -145,7 +145,9 @@ class RaySession:
         if self.directory is not None:
             self.directory.remove()
             if self.directory.keep:
-                print(f"gridbench: Ray's logs and the search's files are kept in {self.directory.path}", file=sys.stderr)
+                print(
+                    f"gridbench: Ray's logs and the search's files are kept in {self.directory.path}", file=sys.stderr
+                )
         if self.watchdog is not None:
             self.watchdog.leave()
         if self.signals is not None:
@@ -251,7 +253,9 @@ def run_search(
             if fit_started is not None:  # the time it ran, so that a resumed search's sessions all count
                 makespan = time.perf_counter() - fit_started
                 records = tuple(callback.records)
-                summary = summarise(plan, records, concurrency, makespan, ray_start_s, process_start, resume, fit_started_at)
+                summary = summarise(
+                    plan, records, concurrency, makespan, ray_start_s, process_start, resume, fit_started_at
+                )
         if recorder is not None and recorder.parent_run_id is not None:
             kept = sum(t.finished for t in callback.records) if callback is not None else 0
             stop.hint = (
@@ -413,7 +417,9 @@ def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str,
     trial_tags[schema.KIND] = "trial"
     inner = (spec.workload.inner_axis, plan.inner_values)
     finished = resume.finished if resume is not None else ()
-    return RecordingCallback(recorder, trial_params, trial_tags, observer, inner=inner, finished=finished, fused=plan.fused_groups)
+    return RecordingCallback(
+        recorder, trial_params, trial_tags, observer, inner=inner, finished=finished, fused=plan.fused_groups
+    )
 
 
 def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, storage: str, resume=None) -> float:

@@ -25,7 +25,9 @@ from gridbench.trial.outcome import MalformedOutcome, TrialOutcome
 class RecordingCallback(tune.Callback):
     """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
 
-    def __init__(self, recorder: Recorder, params, tags, observer, inner=(None, ()), finished: Collection = (), fused=()):
+    def __init__(
+        self, recorder: Recorder, params, tags, observer, inner=(None, ()), finished: Collection = (), fused=()
+    ):
         self.recorder = recorder
         # (config key, repeat) of trials a resumed search finished before: a group retrained around them skips them.
         self.finished_before = set(finished)

@@ -165,7 +165,10 @@ BEST_METRIC = _metric("best_metric", On.SEARCH, "the best value of the ranking m
 TRIALS_DIVERGED = _metric("trials_diverged", On.SEARCH, "finished trials whose training loss became NaN or inf")
 EPOCHS_SUM_S = _metric("epochs_sum_s", On.SEARCH, "every trial's timed epochs added up (a shared epoch once)", since=3)
 TRAINING_SHARE = _metric(
-    "training_share", On.SEARCH, "epochs_sum_s / (makespan x concurrency): the share of the search spent training", since=3
+    "training_share",
+    On.SEARCH,
+    "epochs_sum_s / (makespan x concurrency): the share of the search spent training",
+    since=3,
 )
 STARTUP_S = _metric(
     "startup_s", On.SEARCH, "from the command's start to the trials' (Tune's) start: what overlapping left", since=3
@@ -213,7 +216,7 @@ TRAIN_EPOCHS_S = _metric("train_epochs_s", On.TRIAL, "this trial's timed epochs 
 FIT_S = _metric("fit_s", On.TRIAL, "training, warm-up included")
 FIT_OUTSIDE_EPOCHS_S = _metric("fit_outside_epochs_s", On.TRIAL, "what fit() spends outside its epochs")
 EVAL_S = _metric("eval_s", On.TRIAL, "scoring the held-out set")
-WARMUP_EPOCH_S = _metric("warmup_epoch_s", On.TRIAL, "the first epoch: tracing and compilation")
+WARMUP_EPOCH_S = _metric("warmup_epoch_s", On.TRIAL, "the first epoch (with fit, its tracing and compilation too)")
 STEADY_EPOCH_S = _metric("steady_epoch_s", On.TRIAL, "median of the epochs after the first")
 STEADY_EPOCH_MEAN_S = _metric("steady_epoch_mean_s", On.TRIAL, "their mean")
 STEADY_EPOCH_STD_S = _metric("steady_epoch_std_s", On.TRIAL, "their standard deviation (0 with one)")

@@ -54,6 +54,7 @@ class TrialContext:
 
     def resolve_workload(self) -> Workload:
         return self.user_workload or get_workload(self.workload, "trial")
+
     # Fused execution: each group's members as (grid point, repeat); a trial trains one group (trial.fused).
     fused_groups: tuple = ()
 

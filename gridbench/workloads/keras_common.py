@@ -66,7 +66,7 @@ def precision_policy(hyperparameters: Mapping[str, Any]):
 
 
 def loss_metrics(epoch_losses) -> dict[str, float]:
-    """The last epoch's training loss and, for a trial that diverged, the first epoch (from 1) whose loss was NaN or inf.
+    """The last epoch's training loss and, for a trial that diverged, the first epoch (from 1) with a NaN or inf loss.
 
     Read once training has ended: a loss still on the device is not waited for inside the timed epochs.
     """

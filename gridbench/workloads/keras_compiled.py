@@ -180,14 +180,17 @@ class CompiledSession:
         # Under data parallelism every device holds the weights and the training set
         # (replicated) and each batch is split over the devices.
         self.place = distribution_layouts(distribution) or jax.local_devices()[0]
-        self.state = jax.device_put(_state_of(self.model, self.optimizer), self.place)
+        self.state = jax.device_put(state_of(self.model, self.optimizer), self.place)
         self.x_train = jax.device_put(self.data.x_train, self.place)
         self.y_train = jax.device_put(self.data.y_train.astype(np.int32), self.place)
         self.key = jax.device_put(jax.random.key(self.seed), self.place)
 
     def compile(self) -> dict[str, str]:
         """Takes the program from the worker's cache, compiling it if this trial is the first to need it."""
-        lookup = PROGRAMS.get(self.program_key, lambda: _compile(self.model, self.optimizer, self._arguments(), self.steps, self.batch_size, self.place))
+        lookup = PROGRAMS.get(
+            self.program_key,
+            lambda: _compile(self.model, self.optimizer, self._arguments(), self.steps, self.batch_size, self.place),
+        )
         self.program = lookup.program
         return {"program.reused": "yes" if lookup.reused else "no"}
 
@@ -196,8 +199,8 @@ class CompiledSession:
         with BUILD_LOCK:
             model, optimizer = self._model_and_optimizer()
         place = jax.local_devices()[0]
-        state = jax.device_put(_state_of(model, optimizer), place)
-        sharding = _sharding(place)
+        state = jax.device_put(state_of(model, optimizer), place)
+        sharding = as_sharding(place)
         x, y = self.data.x_train, self.data.y_train
         arguments = (
             state,
@@ -246,15 +249,7 @@ class CompiledSession:
 
     def evaluate(self) -> dict[str, float]:
         trainable, non_trainable, _ = self.state
-        x, y = self.data.x_test, self.data.y_test.astype(np.int32)
-        # Every call gets a full chunk, so that evaluation compiles once: the last is padded
-        # with label -1, which no prediction matches.
-        padding = -len(x) % EVAL_BATCH
-        x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
-        y = np.concatenate([y, np.full(padding, -1, np.int32)])
-        chunks = (
-            jax.device_put((x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]), self.place) for i in range(0, len(x), EVAL_BATCH)
-        )
+        chunks = eval_chunks(self.data.x_test, self.data.y_test, self.place)
         correct = sum(int(self.program.correct(trainable, non_trainable, *chunk)) for chunk in chunks)
         return {"test_accuracy": correct / len(self.data.x_test)}
 
@@ -262,7 +257,28 @@ class CompiledSession:
         return {**keras_facts(self.model), "train_loop": "compiled", "steps_per_execution": str(self.steps)}
 
 
-def _state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
+def eval_chunks(x: np.ndarray, y: np.ndarray, place):
+    """The test set in full chunks of EVAL_BATCH on `place`, so that evaluation compiles once.
+
+    The last chunk is padded with label -1, which no prediction matches.
+    """
+    padding = -len(x) % EVAL_BATCH
+    x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
+    y = np.concatenate([y.astype(np.int32), np.full(padding, -1, np.int32)])
+    for i in range(0, len(x), EVAL_BATCH):
+        yield jax.device_put((x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]), place)
+
+
+def compile_evaluation(correct: Callable, arguments: tuple, place):
+    """`correct` (a chunk's correct predictions) compiled for `arguments`' weights and a chunk on `place`."""
+    (trainable, non_trainable, _), _, x_train, _ = arguments
+    sharding = as_sharding(place)
+    chunk = jax.ShapeDtypeStruct((EVAL_BATCH, *x_train.shape[1:]), x_train.dtype, sharding=sharding)
+    labels = jax.ShapeDtypeStruct((EVAL_BATCH,), np.int32, sharding=sharding)
+    return jax.jit(correct).lower(trainable, non_trainable, chunk, labels).compile()
+
+
+def state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
     return (
         [v.value for v in model.trainable_variables],
         [v.value for v in model.non_trainable_variables],
@@ -289,16 +305,13 @@ def _compile(
     step = make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy())
     shard = (lambda batch: batch) if distribution is None else _batch_sharder(distribution)
     # Donating the state lets XLA update the weights in place.
-    train_epoch = jax.jit(make_train_epoch(step, steps, batch_size, shard), donate_argnums=0).lower(*arguments).compile()
-    state, _, x_train, _ = arguments
-    trainable, non_trainable, _ = state
-    sharding = _sharding(place)
-    chunk = jax.ShapeDtypeStruct((EVAL_BATCH, *x_train.shape[1:]), x_train.dtype, sharding=sharding)
-    labels = jax.ShapeDtypeStruct((EVAL_BATCH,), np.int32, sharding=sharding)
-    correct = jax.jit(make_correct_count(model)).lower(trainable, non_trainable, chunk, labels).compile()
+    train_epoch = (
+        jax.jit(make_train_epoch(step, steps, batch_size, shard), donate_argnums=0).lower(*arguments).compile()
+    )
+    correct = compile_evaluation(make_correct_count(model), arguments, place)
     return Program(train_epoch, correct, time.perf_counter() - start, ahead)
 
 
-def _sharding(place) -> jax.sharding.Sharding:
+def as_sharding(place) -> jax.sharding.Sharding:
     """A device (one-device trials) or a layout (data parallelism), as a sharding."""
     return place if isinstance(place, jax.sharding.Sharding) else jax.sharding.SingleDeviceSharding(place)

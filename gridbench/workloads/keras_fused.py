@@ -30,10 +30,13 @@ from gridbench.datasets import Dataset
 from gridbench.workloads import program_key
 from gridbench.workloads.keras_common import keras_facts, make_optimizer, normalise_device, precision_policy
 from gridbench.workloads.keras_compiled import (
-    EVAL_BATCH,
+    as_sharding,
+    compile_evaluation,
+    eval_chunks,
     make_correct_count,
     make_train_epoch,
     make_train_step,
+    state_of,
 )
 from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program
 
@@ -116,7 +119,7 @@ class FusedSession:
             with BUILD_LOCK:
                 keras.utils.set_random_seed(seed)
                 member_model, member_optimizer = self._model_and_optimizer(hyperparameters)
-            states.append(_state_of(member_model, member_optimizer))
+            states.append(state_of(member_model, member_optimizer))
             # The first member's model and optimizer trace the program; the others only lend their state.
             model, optimizer = (model, optimizer) if model is not None else (member_model, member_optimizer)
         self.model, self.optimizer = model, optimizer
@@ -144,7 +147,7 @@ class FusedSession:
         with BUILD_LOCK:
             model, optimizer = self._model_and_optimizer(self.members[0])
         place = jax.local_devices()[0]
-        sharding = jax.sharding.SingleDeviceSharding(place)
+        sharding = as_sharding(place)
 
         def stacked(value):
             return jax.ShapeDtypeStruct((self.size, *value.shape), value.dtype, sharding=sharding)
@@ -152,7 +155,7 @@ class FusedSession:
         key_data = jax.random.key_data(jax.random.key(0))
         x, y = self.data.x_train, self.data.y_train
         arguments = (
-            jax.tree_util.tree_map(stacked, _state_of(model, optimizer)),
+            jax.tree_util.tree_map(stacked, state_of(model, optimizer)),
             stacked(key_data),
             jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
             jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
@@ -186,14 +189,7 @@ class FusedSession:
 
     def evaluate(self) -> list[dict[str, float]]:
         trainable, non_trainable, _ = self.state
-        x, y = self.data.x_test, self.data.y_test.astype(np.int32)
-        # Full chunks only, as CompiledSession pads them: evaluation compiles once; label -1 matches nothing.
-        padding = -len(x) % EVAL_BATCH
-        x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
-        y = np.concatenate([y, np.full(padding, -1, np.int32)])
-        chunks = (
-            jax.device_put((x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]), self.place) for i in range(0, len(x), EVAL_BATCH)
-        )
+        chunks = eval_chunks(self.data.x_test, self.data.y_test, self.place)
         correct = sum(np.asarray(self.program.correct(trainable, non_trainable, *chunk)) for chunk in chunks)
         return [{"test_accuracy": int(c) / len(self.data.x_test)} for c in np.atleast_1d(correct)]
 
@@ -203,14 +199,6 @@ class FusedSession:
             "train_loop": "compiled",
             "steps_per_execution": str(self.steps),
         }
-
-
-def _state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
-    return (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in optimizer.variables],
-    )
 
 
 def _compile_fused(
@@ -231,12 +219,5 @@ def _compile_fused(
 
     # One program per group's key; donating the stacked state lets XLA update every member's weights in place.
     train_epoch = jax.jit(fused_epoch, donate_argnums=0).lower(*arguments).compile()
-    state, _, x_train, _ = arguments
-    trainable, non_trainable, _ = state
-    sharding = place if isinstance(place, jax.sharding.Sharding) else jax.sharding.SingleDeviceSharding(place)
-    chunk = jax.ShapeDtypeStruct((EVAL_BATCH, *x_train.shape[1:]), x_train.dtype, sharding=sharding)
-    labels = jax.ShapeDtypeStruct((EVAL_BATCH,), np.int32, sharding=sharding)
-    correct = jax.jit(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)))
-    return Program(
-        train_epoch, correct.lower(trainable, non_trainable, chunk, labels).compile(), time.perf_counter() - start, ahead
-    )
+    correct = compile_evaluation(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)), arguments, place)
+    return Program(train_epoch, correct, time.perf_counter() - start, ahead)

@@ -88,7 +88,11 @@ def open_session(hyperparameters: Mapping[str, Any], data: Dataset, seed: int):
         hp = hyperparameters
         meta = {"n_features_in_": data.x_train.shape[1], "n_classes_": data.num_classes}
         return CompiledSession(
-            hp, data, seed, lambda: build_mlp(hp["hidden_units"], hp["hidden_layers"], hp["dropout"], meta), workload="mlp"
+            hp,
+            data,
+            seed,
+            lambda: build_mlp(hp["hidden_units"], hp["hidden_layers"], hp["dropout"], meta),
+            workload="mlp",
         )
     return KerasMLPSession(hyperparameters, data, seed)
 
