@@ -309,7 +309,7 @@ def test_sigterm_kills_the_parent_records_running_trials_and_leaves_nothing(tmp_
         assert sorted(c.data.params["hidden_units"] for c in children) == ["16", "32"]
         for child in children:
             assert child.info.status == "KILLED" and child.data.tags[schema.ENDED_BY] == "SIGTERM"
-            assert child.data.metrics[schema.TRIAL_WALL_S] > 2
+            assert child.data.metrics[schema.TRIAL_WALL_S] > 1  # it ran about 2 s; less on a loaded machine
             assert child.info.end_time - child.info.start_time == pytest.approx(
                 child.data.metrics[schema.TRIAL_WALL_S] * 1000, abs=5
             )
