@@ -103,6 +103,7 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         # An explicit --data-dir is the data or an error naming it: never another copy.
         (["search", "mnist", "--data-dir", "{tmp}/nowhere"], "nowhere does not exist; give the directory that holds"),
         (["search", "mnist", "--data-dir", "{tmp}/bad.toml"], "bad.toml is a file, not a directory"),
+        (["search", "digits", "--data-dir", "{tmp}/nowhere"], "nowhere does not exist; digits comes with scikit-learn"),
         (["search", "mnist", "--data-dir", "{tmp}/store"], "store has no mnist.npz; put Keras' mnist.npz there"),
         # ray.init retried an address where nothing listens for minutes, printing Ray's C++ warnings.
         (["search", "digits", "--address", "127.0.0.1:1"], "--address 127.0.0.1:1: nothing answers there"),

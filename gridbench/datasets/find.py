@@ -40,6 +40,8 @@ def locate(name: str, data_dir: str | None = None, synthetic: bool = False) -> D
     if synthetic:
         return DataSource(name, synthetic=True)
     if name == "digits":
+        if data_dir:  # scikit-learn's own copy is read, but a --data-dir that is not there is still a typo
+            _check_given_directory(Path(data_dir).expanduser(), "digits comes with scikit-learn and reads no file")
         return DataSource("digits")
     layout = LAYOUTS[name]
     if data_dir:  # the user's choice: its data or an error, never another copy (a typo would measure other data)
@@ -63,18 +65,18 @@ def locate(name: str, data_dir: str | None = None, synthetic: bool = False) -> D
 def _given_entry(directory: Path, layout: _Layout) -> Path:
     """The dataset's file or folder in an explicit --data-dir; a UserError naming the directory if it is not there."""
     elsewhere = f"or leave --data-dir out to use ${DATA_DIR_ENV}, Keras' cache or Keras' download"
-    if not directory.exists():
-        raise UserError(
-            f"--data-dir {directory} does not exist; give the directory that holds {layout.entry}, {elsewhere}"
-        )
-    if not directory.is_dir():
-        raise UserError(
-            f"--data-dir {directory} is a file, not a directory; give the directory that holds {layout.entry}"
-        )
+    _check_given_directory(directory, f"give the directory that holds {layout.entry}, {elsewhere}")
     path = directory / layout.entry
     if not path.exists():
         raise UserError(f"--data-dir {directory} has no {layout.entry}; put Keras' {layout.entry} there, {elsewhere}")
     return path
+
+
+def _check_given_directory(directory: Path, advice: str) -> None:
+    if not directory.exists():
+        raise UserError(f"--data-dir {directory} does not exist; {advice}")
+    if not directory.is_dir():
+        raise UserError(f"--data-dir {directory} is a file, not a directory; {advice}")
 
 
 @contextlib.contextmanager
