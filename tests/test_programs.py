@@ -82,3 +82,29 @@ def test_workers_of_one_search_compile_a_program_one_at_a_time(tmp_path):
     events = [line.split() for line in log.read_text().splitlines()]
     assert [e[1] for e in events] == ["start", "end", "start", "end"]  # never two at once
     assert events[0][0] == events[1][0] and events[2][0] == events[3][0]
+
+
+def test_a_gpu_worker_queues_the_other_programs_once_per_search_and_never_its_own(monkeypatch):
+    from types import SimpleNamespace
+
+    from gridbench.trial import run
+    from gridbench.workloads import programs
+
+    monkeypatch.setattr(programs, "PROGRAMS", ProgramCache())
+    monkeypatch.setattr(run, "_QUEUED_AHEAD", set())
+
+    def session(key):
+        return SimpleNamespace(program_key=key, compile_detached=lambda: f"program {key}")
+
+    own, opened = session("a"), []
+
+    def others():
+        opened.append(1)
+        return [session("a"), session("b"), session("c")]
+
+    gpu = SimpleNamespace(device="gpu", compile_cache_dir="/search-1")
+    assert run.compile_others_ahead(gpu, own, others) == 2  # b and c; a is the trial's own
+    assert run.compile_others_ahead(gpu, own, others) == 0 and len(opened) == 1  # the next trial: nothing to open
+    assert run.compile_others_ahead(SimpleNamespace(device="cpu", compile_cache_dir="/search-2"), own, others) == 0
+    assert programs.PROGRAMS.get("b", lambda: pytest.fail("compiled twice")).program == "program b"
+    assert "a" not in programs.PROGRAMS

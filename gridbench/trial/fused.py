@@ -14,12 +14,20 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
 from gridbench.trial.outcome import TrialOutcome
-from gridbench.trial.run import TrialContext, _blas_threads, _check_device, _load_data, _sampler, _without_accuracy
+from gridbench.trial.run import (
+    TrialContext,
+    _blas_threads,
+    _check_device,
+    _load_data,
+    _sampler,
+    _without_accuracy,
+    compile_others_ahead,
+)
 from gridbench.trial.timing import PhaseClock, epoch_summary
 
 
@@ -50,7 +58,9 @@ def train_fused(
         _check_device(outcome, context, session, f"{context.backend} placed the fused group")
         with clock.phase("compile"):
             outcome.tags.update(session.compile())
-        ahead = _compile_ahead(entry, context, hyperparameters, data, session)  # after its own, as trial.run does
+        ahead = compile_others_ahead(  # after its own, as trial.run does
+            context, session, lambda: _other_groups(entry, context, hyperparameters, data)
+        )
         clock.sync = session.sync
         sampler = _sampler(gpus)
         with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
@@ -105,13 +115,8 @@ def train_fused(
     ]
 
 
-def _compile_ahead(entry, context: TrialContext, hyperparameters, data, session) -> int:
-    """On a GPU, starts compiling the search's other groups' programs in background threads (as trial.run does)."""
-    from gridbench.workloads.programs import PROGRAMS
-
-    if context.device != "gpu":  # a CPU group's cores are its own: compiling beside it would slow its epochs
-        return 0
-    jobs = {}
+def _other_groups(entry, context: TrialContext, hyperparameters, data) -> Iterator:
+    """A session of each of the search's fused groups, for compiling ahead."""
     for members in context.fused_groups:
         configs = [{**hyperparameters, **config} for config, _ in members]
         try:
@@ -119,6 +124,4 @@ def _compile_ahead(entry, context: TrialContext, hyperparameters, data, session)
         except ValueError:  # a group this worker cannot open from its data (another train_size): its trial compiles it
             continue
         other.workload = context.workload
-        if other.program_key != session.program_key:
-            jobs[other.program_key] = other.compile_detached
-    return PROGRAMS.compile_ahead(jobs)
+        yield other

@@ -16,7 +16,7 @@ import socket
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from gridbench.datasets import Dataset, DataSource
 from gridbench.datasets.read import load_shared
@@ -205,7 +205,8 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
         if hasattr(session, "compile"):  # a compiled loop: its program from the worker's cache
             with clock.phase("compile"):
                 outcome.tags.update(session.compile())
-            ahead = _compile_ahead(entry, context, data, session)  # after its own: compiling beside it starved it
+            # After its own: compiling the others beside it starved it.
+            ahead = compile_others_ahead(context, session, lambda: _other_programs(entry, context, data, session))
             outcome.metrics.update({schema.COMPILE_S: clock.phases["compile"], schema.PROGRAMS_AHEAD: ahead})
         clock.sync = session.sync
         sampler = _sampler(gpus)
@@ -236,27 +237,39 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
     outcome.tags.update(session.facts())
 
 
-def _compile_ahead(entry, context: TrialContext, data: Dataset, session) -> int:
-    """Starts compiling, in background threads, the search's other programs this worker lacks.
+# Searches (by their compile cache) whose other programs this worker has already queued.
+_QUEUED_AHEAD: set[str] = set()
+
+
+def compile_others_ahead(context: TrialContext, session, others: Callable[[], Iterable]) -> int:
+    """Queues the search's other programs this worker lacks for compiling in the background; returns how many.
 
     On a GPU only: XLA compiles on the host while the device trains, and a CPU trial's
-    cores are its own (compiling beside it would slow the very epochs it times).
-    Programs of other shapes (train_size) compile from their shapes, without their data.
+    cores are its own (compiling beside it would slow the very epochs it times). Once per
+    worker and search: the first trial queues them all. `others()` yields the sessions of
+    the other programs; they compile from their shapes, without their data.
     """
     from gridbench.workloads.programs import PROGRAMS
 
-    if context.device != "gpu" or not context.programs or not hasattr(session, "compile_detached"):
+    if context.device != "gpu" or context.compile_cache_dir in _QUEUED_AHEAD:
         return 0
+    if context.compile_cache_dir is not None:
+        _QUEUED_AHEAD.add(context.compile_cache_dir)
+    jobs = {other.program_key: other.compile_detached for other in others()}
+    jobs.pop(session.program_key, None)
+    return PROGRAMS.compile_ahead(jobs)
+
+
+def _other_programs(entry, context: TrialContext, data: Dataset, session) -> Iterator:
+    """A session of each of the search's programs, for compiling ahead (compiled loops on one device only)."""
     import keras
 
-    if keras.distribution.distribution() is not None:  # data parallelism: compiled by each trial, then reused
-        return 0
-    jobs = {}
+    if not hasattr(session, "compile_detached") or keras.distribution.distribution() is not None:
+        return  # Keras fit, or data parallelism: each program is compiled by its first trial, then reused
     for configuration in context.programs:
         other = entry.open_session({**context.params, **configuration}, data, seed=context.seed)
-        if hasattr(other, "compile_detached") and other.program_key != session.program_key:
-            jobs[other.program_key] = other.compile_detached
-    return PROGRAMS.compile_ahead(jobs)
+        if hasattr(other, "compile_detached"):
+            yield other
 
 
 def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):

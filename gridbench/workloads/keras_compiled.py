@@ -160,13 +160,7 @@ class CompiledSession:
         )
 
     def _model_and_optimizer(self) -> tuple[keras.Model, keras.Optimizer]:
-        with precision_policy(self.hyperparameters):
-            model = self.build_model()
-        optimizer = make_optimizer(self.hyperparameters)
-        if model.dtype_policy.name == "mixed_float16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        optimizer.build(model.trainable_variables)
-        return model, optimizer
+        return model_and_optimizer(self.build_model, self.hyperparameters)
 
     def build(self) -> None:
         with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
@@ -214,11 +208,7 @@ class CompiledSession:
         return self.state, self.key, self.x_train, self.y_train
 
     def actual_device(self) -> str:
-        """Where the weights and the training data are; they must agree."""
-        weights, data = normalise_device(self.state[0][0]), normalise_device(self.x_train)
-        if weights != data:
-            raise RuntimeError(f"weights on {weights} but training data on {data}")
-        return weights
+        return device_of(self.state, self.x_train)
 
     def sync(self) -> None:
         if self.state is not None:
@@ -255,6 +245,28 @@ class CompiledSession:
 
     def facts(self) -> dict[str, str]:
         return {**keras_facts(self.model), "train_loop": "compiled", "steps_per_execution": str(self.steps)}
+
+
+def model_and_optimizer(
+    build_model: Callable[[], keras.Model], hyperparameters: Mapping[str, Any]
+) -> tuple[keras.Model, keras.Optimizer]:
+    """A fresh model under the trial's dtype policy and its built optimizer (loss-scaled under mixed_float16,
+    as compile() would)."""
+    with precision_policy(hyperparameters):
+        model = build_model()
+    optimizer = make_optimizer(hyperparameters)
+    if model.dtype_policy.name == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def device_of(state: tuple, x_train) -> str:
+    """Where the weights and the training data are; they must agree."""
+    weights, data = normalise_device(state[0][0]), normalise_device(x_train)
+    if weights != data:
+        raise RuntimeError(f"weights on {weights} but training data on {data}")
+    return weights
 
 
 def eval_chunks(x: np.ndarray, y: np.ndarray, place):

@@ -19,6 +19,7 @@ JAX backend only; the planner (gridbench.search.fusion) refuses the others.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
@@ -28,14 +29,16 @@ import numpy as np
 
 from gridbench.datasets import Dataset
 from gridbench.workloads import program_key
-from gridbench.workloads.keras_common import keras_facts, make_optimizer, normalise_device, precision_policy
+from gridbench.workloads.keras_common import keras_facts
 from gridbench.workloads.keras_compiled import (
     as_sharding,
     compile_evaluation,
+    device_of,
     eval_chunks,
     make_correct_count,
     make_train_epoch,
     make_train_step,
+    model_and_optimizer,
     state_of,
 )
 from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program
@@ -97,15 +100,6 @@ class FusedSession:
             str(jax.local_devices()[0]),
         )
 
-    def _model_and_optimizer(self, hyperparameters: Mapping[str, Any]) -> tuple[keras.Model, keras.Optimizer]:
-        with precision_policy(hyperparameters):
-            model = self.build_model(hyperparameters)
-        optimizer = make_optimizer(hyperparameters)
-        if model.dtype_policy.name == "mixed_float16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        optimizer.build(model.trainable_variables)
-        return model, optimizer
-
     @property
     def size(self) -> int:
         return len(self.members)
@@ -118,7 +112,9 @@ class FusedSession:
             # As CompiledSession.build, member by member: the same seed gives the same initial weights.
             with BUILD_LOCK:
                 keras.utils.set_random_seed(seed)
-                member_model, member_optimizer = self._model_and_optimizer(hyperparameters)
+                member_model, member_optimizer = model_and_optimizer(
+                    partial(self.build_model, hyperparameters), hyperparameters
+                )
             states.append(state_of(member_model, member_optimizer))
             # The first member's model and optimizer trace the program; the others only lend their state.
             model, optimizer = (model, optimizer) if model is not None else (member_model, member_optimizer)
@@ -145,7 +141,7 @@ class FusedSession:
     def compile_detached(self) -> Program:
         """Compiles this group's program from shapes alone (nothing on the device): for compiling ahead."""
         with BUILD_LOCK:
-            model, optimizer = self._model_and_optimizer(self.members[0])
+            model, optimizer = model_and_optimizer(partial(self.build_model, self.members[0]), self.members[0])
         place = jax.local_devices()[0]
         sharding = as_sharding(place)
 
@@ -163,10 +159,7 @@ class FusedSession:
         return _compile_fused(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True)
 
     def actual_device(self) -> str:
-        weights, data = normalise_device(self.state[0][0]), normalise_device(self.x_train)
-        if weights != data:
-            raise RuntimeError(f"weights on {weights} but training data on {data}")
-        return weights
+        return device_of(self.state, self.x_train)
 
     def sync(self) -> None:
         if self.state is not None:

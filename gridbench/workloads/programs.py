@@ -32,9 +32,9 @@ from typing import Any, Callable, Hashable
 # initial weights would depend on timing.
 BUILD_LOCK = threading.RLock()
 
-# One compilation ahead at a time. Measured on an H200 (docs/results/h100-issue15.md): eight
-# programs compiling at once beside a trial's own took 30 s before its own was ready, against
-# about 4 s for one alone; at once they finished no sooner than one after another.
+# One compilation ahead at a time. Measured on an H200 (docs/results/h100-issue15.md): with the
+# seven other programs compiling four at a time beside it, a trial's own took 30 s to be ready,
+# against about 4 s alone, and all eight were ready after about 35 s: no sooner than one by one.
 AHEAD_THREADS = 1
 
 
