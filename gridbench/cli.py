@@ -11,6 +11,7 @@ import shlex
 import sys
 import time
 
+from gridbench import compile_cache
 from gridbench.errors import UserError
 
 EXIT_USER_ERROR = 2
@@ -60,12 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_option(search)
     search.add_argument("--max-concurrent", type=int, metavar="N", help="at most N trials at once")
     _add_max_trials(search)
-    search.add_argument(
-        "--no-compile-cache",
-        dest="compile_cache",
-        action="store_false",
-        help="compile every trial's JAX programs anew (default: once per search, shared by trials of one shape)",
-    )
+    _add_compile_cache(search)
     search.add_argument(
         "--repeats", type=int, metavar="N", help="train each configuration N times (overrides the spec)"
     )
@@ -116,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scale.add_argument("--repeats", type=int, metavar="N", help="train each configuration N times")
     _add_max_trials(scale)
-    scale.add_argument("--no-compile-cache", dest="compile_cache", action="store_false", help="see search")
+    _add_compile_cache(scale)
     scale.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: sqlite:///mlflow.db)")
     scale.add_argument("--data-dir", metavar="DIR", help="directory holding dataset files")
     scale.add_argument("--synthetic", action="store_true", help="random data of the real shapes (speed only)")
@@ -352,6 +348,19 @@ def _search_options(args: argparse.Namespace, device: str, backend: str | None):
         retries=args.retries,
         keep_ray_logs=args.keep_ray_logs,
         **_shared_options(args),
+    )
+
+
+def _add_compile_cache(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--compile-cache",
+        choices=compile_cache.SETTINGS,
+        default=compile_cache.SEARCH,
+        help="JAX's compiled programs: compiled once per search, as on a fresh machine (default); kept across "
+        "searches in ~/.cache/gridbench/jax ($GRIDBENCH_CACHE_DIR); or compiled by every worker anew",
+    )
+    command.add_argument(
+        "--no-compile-cache", dest="compile_cache", action="store_const", const="off", help="--compile-cache off"
     )
 
 

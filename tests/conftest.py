@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,10 @@ REPO_ROOT = TESTS_DIR.parent
 # Ray workers are separate processes: they find tests/fakes.py through PYTHONPATH.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Searches keep JAX's compiled programs across runs (gridbench.compile_cache): tests keep theirs
+# apart from the user's, in a directory of this test process that goes with it.
+_COMPILE_CACHE = tempfile.TemporaryDirectory(prefix="gridbench-test-jax-cache-")
+os.environ["GRIDBENCH_CACHE_DIR"] = _COMPILE_CACHE.name
 
 
 def _gpu_visible() -> bool:

@@ -133,6 +133,51 @@ for c in sys.argv[2].split(","):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("train_loop", ["compiled", "fit"])
+def test_a_program_from_an_earlier_searchs_cache_is_said_so_and_trains_exactly_as_a_compiled_one(
+    kept_environ, tmp_path, train_loop
+):
+    """The persistent compile cache: a new worker (a later search) loads what an earlier one compiled.
+
+    The trial says so (program.cached), pays less for its program, and learns the same numbers.
+    """
+    pytest.importorskip("jax")
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import json, sys
+from gridbench.datasets import find
+from gridbench.trial import TrialContext, run_trial
+from gridbench.workloads import WORKLOADS
+params = {hp.name: hp.default for hp in WORKLOADS["mlp"].hyperparameters}
+params.update(epochs=2, batch_size=32, train_loop=sys.argv[2], optimizer="adam", hidden_units=32)
+data = find.locate("digits")
+context = TrialContext("mlp", params, data, "cpu", "jax", cpus=2, seed=0, compile_cache_dir=sys.argv[1])
+out = run_trial({"learning_rate": 0.003, "dropout": 0.1}, context).to_dict()
+m = out["metrics"]
+print(json.dumps([out["status"], out["tags"].get("program.reused"), out["tags"].get("program.cached"),
+                  m.get("warmup_epoch_s"), m.get("compile_s"), m.get("test_accuracy"), m.get("train_loss")]))
+"""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    rows = []
+    for _ in ("earlier search", "later search"):
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "cache"), train_loop], capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    compiled, loaded = rows
+    assert compiled[:3] == ["FINISHED", "no", "no"]
+    assert loaded[:3] == ["FINISHED", "no", "yes"]
+    # What getting the program cost: its own phase in the compiled loop, the warm-up epoch's part under fit.
+    paid = 4 if train_loop == "compiled" else 3
+    assert loaded[paid] < compiled[paid]
+    assert loaded[5:] == compiled[5:]  # the same executable, the same initial state and data: bit for bit
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
 def test_a_reused_fit_program_is_not_retraced_and_trains_exactly_as_a_fresh_one(kept_environ, backend):
     """Keras fit in one worker: a second trial of a program trains the kept model without tracing its step again."""

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from gridbench import environment
+from gridbench import compile_cache, environment
 from gridbench.errors import UserError
 from gridbench.search import SearchOptions, SearchPlan, placement, plan_search
 from gridbench.spec import ExperimentSpec
@@ -117,6 +117,9 @@ def plan_scale(spec: ExperimentSpec, template: SearchOptions, request: ScaleRequ
         raise UserError("--cpus counts need --device cpu; for GPUs use --device gpu --gpus 1,2,...")
     if template.address:
         raise UserError("scale runs on this machine's resources; --address is for search")
+    if template.compile_cache == compile_cache.PERSISTENT:
+        # Every count must pay for its programs alike; a cache kept across them would favour the later ones.
+        raise UserError("scale: --compile-cache persistent lets later counts load what the first compiled; drop it")
     largest = request.counts[-1]
     cpus_per_trial = template.cpus_per_trial
     if request.resource == "gpu":

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from gridbench import environment
+from gridbench import compile_cache, environment
 from gridbench.datasets import SHAPES, DataSource
 from gridbench.errors import UserError
 from gridbench.search import backends, fusion, placement, user_check
@@ -37,7 +37,8 @@ class SearchOptions:
     address: str | None = None  # an existing Ray cluster to join ("auto", "HOST:PORT"); None: start one here
     max_concurrent: int | None = None
     max_trials: int = 10_000  # configurations x repeats a search may run: a typo'd grid is refused, not started
-    compile_cache: bool = True  # share compiled JAX programs among a search's trials
+    # JAX's persistent compilation cache (gridbench.compile_cache): persistent, search or off.
+    compile_cache: str = compile_cache.SEARCH
     tracking_uri: str | None = None
     data_dir: str | None = None
     synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
@@ -121,6 +122,10 @@ def plan_search(
     """
     if options.device not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
+    if options.compile_cache not in compile_cache.SETTINGS:
+        raise UserError(
+            f"--compile-cache must be one of {', '.join(compile_cache.SETTINGS)}, got {options.compile_cache!r}"
+        )
     if options.max_concurrent is not None and options.max_concurrent <= 0:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     if options.address and (options.gpus is not None or options.cpus is not None):

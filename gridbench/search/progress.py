@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping
@@ -17,6 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from gridbench import compile_cache
 from gridbench.tracking import schema, ui_command
 from gridbench.tracking.records import TrialRecord
 
@@ -86,8 +88,7 @@ class SearchProgress:
                 steady, warmup = _fmt(m.get(schema.STEADY_EPOCH_S)), _fmt(m.get(schema.WARMUP_EPOCH_S))
                 timing = f"steady {steady} s/epoch, warm-up {warmup} s"
                 if schema.COMPILE_S in m:
-                    reused = "reused" if record.tags.get(schema.PROGRAM_REUSED) == "yes" else "compiled"
-                    timing += f", program {reused} in {_fmt(m[schema.COMPILE_S])} s"
+                    timing += f", program {_program_source(record.tags)} in {_fmt(m[schema.COMPILE_S])} s"
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
@@ -255,6 +256,10 @@ def print_search(console: Console, result: SearchResult) -> None:
         + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
         + f"Ray start {s.ray_start_s:.1f} s)"
     )
+    sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)
+    if sources:
+        counts = ", ".join(f"{sources[k]} {k}" for k in PROGRAM_SOURCES if sources[k])
+        console.print(f"trials' programs: {counts}; {_cache_note(result.plan.options.compile_cache)}")
     if s.trials_resumed:
         console.print(
             f"resumed (session {s.session}): {s.trials_resumed} trials had finished in earlier sessions; the makespan, "
@@ -262,3 +267,18 @@ def print_search(console: Console, result: SearchResult) -> None:
         )
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
+
+
+PROGRAM_SOURCES = ("compiled", "loaded from the compile cache", "reused")
+
+
+def _program_source(tags) -> str:
+    if tags.get(schema.PROGRAM_REUSED) == "yes":
+        return "reused"
+    return "loaded from the compile cache" if tags.get(schema.PROGRAM_CACHED) == "yes" else "compiled"
+
+
+def _cache_note(setting: str) -> str:
+    if setting == compile_cache.PERSISTENT:
+        return f"compile cache {compile_cache.persistent_dir()}, kept across searches"
+    return "compiled once per search" if setting == compile_cache.SEARCH else "compile cache off"

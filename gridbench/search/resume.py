@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from gridbench import compile_cache
 from gridbench.errors import UserError
 from gridbench.search.plan import SearchPlan
 from gridbench.tracking import schema
@@ -140,7 +141,7 @@ def expected_tags(plan: SearchPlan) -> dict[str, str]:
         schema.GPUS_PER_TRIAL: f"{plan.gpus_per_trial:g}",
         schema.DATA_PATH: plan.data.description,
         schema.DATA_SYNTHETIC: str(plan.data.synthetic).lower(),
-        schema.COMPILE_CACHE: "per search" if options.compile_cache and plan.backend == "jax" else "off",
+        schema.COMPILE_CACHE: compile_cache.tag(options.compile_cache, plan.backend),
     }
 
 

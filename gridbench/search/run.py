@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from gridbench import environment
+from gridbench import compile_cache, environment
 from gridbench.errors import UserError
 from gridbench.search import lifecycle, placement, user_check
 from gridbench.search.lifecycle import SearchInterrupted
@@ -344,7 +344,6 @@ def search_tags(
     """The parent run's tags: the machine, the spec, the placement, the backend and why."""
     spec, options = plan.spec, plan.options
     gpus_used = _gpus_used(plan, resources)
-    compile_cache = "per search" if options.compile_cache and plan.backend == "jax" else "off"
     return {
         **env,
         **spec_tags(spec, plan.data.description, plan.data.synthetic),
@@ -363,7 +362,7 @@ def search_tags(
         schema.KIND: "search",
         schema.EXECUTION: plan.execution,
         **(extra_tags or {}),
-        schema.COMPILE_CACHE: compile_cache,
+        schema.COMPILE_CACHE: compile_cache.tag(options.compile_cache, plan.backend),
     }
 
 
@@ -439,7 +438,7 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
         gpus_per_trial=plan.gpus_per_trial,
         inner_axis=spec.workload.inner_axis,
         inner_values=plan.inner_values,
-        compile_cache_dir=os.path.join(storage, "jax-cache") if options.compile_cache else None,
+        compile_cache_dir=compile_cache.directory(options.compile_cache, storage),
         programs=program_representatives(spec),
         fused_groups=plan.fused_groups,
     )

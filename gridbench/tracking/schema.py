@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Kind(enum.Enum):
@@ -121,7 +121,9 @@ TRIALS_PER_GPU = _tag("trials_per_gpu", On.SEARCH, "trials packed on one GPU (0 
 DATA_PARALLEL = _tag("data_parallel", On.SEARCH, "true: each trial spreads over several GPUs")
 RAY_ADDRESS = _tag("ray.address", On.SEARCH, "local, or the Ray cluster joined")
 RAY_NODES = _tag("ray.nodes", On.SEARCH, "live Ray nodes")
-COMPILE_CACHE = _tag("compile_cache", BOTH, "per search or off: JAX's persistent compilation cache")
+COMPILE_CACHE = _tag(
+    "compile_cache", BOTH, "per search, persistent (kept across searches) or off: JAX's compilation cache"
+)
 EXECUTION = _tag("execution", BOTH, "trials, or fused (same-program groups)", since=3, default="trials")
 BASELINE = _tag("baseline", On.SEARCH, "GridSearchCV(...): a scikit-learn baseline recorded as a search")
 ERROR = _tag("error", BOTH, "why the run failed")
@@ -209,6 +211,12 @@ COMPILE_S = _metric(
     "compile_s", On.TRIAL, "tracing and compiling the trial's program, or waiting for it (about 0: reused)", since=3
 )
 PROGRAM_REUSED = _tag("program.reused", On.TRIAL, "yes: the program was compiled before this trial needed it", since=3)
+PROGRAM_CACHED = _tag(
+    "program.cached",
+    On.TRIAL,
+    "yes: JAX's persistent cache served every compilation the trial's program needed (an earlier search's)",
+    since=4,
+)
 PROGRAMS_AHEAD = _metric(
     "programs_compiled_ahead", On.TRIAL, "programs of later trials this trial started compiling in the background"
 )

@@ -44,7 +44,7 @@ class TrialContext:
     cpus: int  # CPUs Ray reserved for each trial
     seed: int
     gpus_per_trial: float = 0.0  # the GPU share Ray reserved for each trial; 0 on CPU
-    compile_cache_dir: str | None = None  # JAX programs compiled once per search and shared; None: off
+    compile_cache_dir: str | None = None  # JAX's persistent cache (gridbench.compile_cache); None: off
     inner_axis: str | None = None  # a grid axis trained inside each trial (Workload.inner_axis)
     inner_values: tuple = ()
     # One configuration per distinct program of the search (gridbench.workloads.program_key):
@@ -237,7 +237,7 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
     outcome.tags.update(session.facts())
 
 
-# Searches (by their compile cache) whose other programs this worker has already queued.
+# Compile caches whose search's other programs this worker has queued (a worker serves one search).
 _QUEUED_AHEAD: set[str] = set()
 
 

@@ -106,13 +106,13 @@ def prepare(context) -> None:
     """Checks the backend this worker imported, limits it to the trial's CPUs and GPU memory share."""
     prepare_keras(context.cpus)
     if context.backend == "jax" and context.compile_cache_dir:
-        import jax
+        from gridbench import compile_cache
 
         # Trials that differ only in values held as state (learning rate, seed) compile
-        # to the same program: compile it once per search. Warm-up epochs still show
-        # the compiling trial's cost, and the cache's own (loading a program).
-        jax.config.update("jax_compilation_cache_dir", context.compile_cache_dir)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        # to the same program: compile it once per search (or load it from an earlier
+        # search's). Warm-up epochs still show the compiling trial's cost, and the
+        # cache's own (loading a program); program.cached says which it was.
+        compile_cache.use(context.compile_cache_dir)
         from gridbench.workloads.programs import PROGRAMS
 
         PROGRAMS.lock_dir = context.compile_cache_dir  # one compilation per program across the search's workers

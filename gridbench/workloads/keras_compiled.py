@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
+from gridbench import compile_cache
 from gridbench.datasets import Dataset
 from gridbench.workloads import program_key
 from gridbench.workloads.keras_common import (
@@ -39,7 +40,7 @@ from gridbench.workloads.keras_common import (
     normalise_device,
     precision_policy,
 )
-from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program
+from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program, program_tags
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
@@ -186,7 +187,7 @@ class CompiledSession:
             lambda: _compile(self.model, self.optimizer, self._arguments(), self.steps, self.batch_size, self.place),
         )
         self.program = lookup.program
-        return {"program.reused": "yes" if lookup.reused else "no"}
+        return program_tags(lookup)
 
     def compile_detached(self) -> Program:
         """Compiles this session's program from shapes alone (no data on the device): for compiling ahead."""
@@ -312,7 +313,7 @@ def _compile(
     The model and optimizer only give the program its structure: any state of the
     same structure (another seed, learning rate or dropout rate) runs through it.
     """
-    start = time.perf_counter()
+    start, cache = time.perf_counter(), compile_cache.mark()
     distribution = keras.distribution.distribution()
     step = make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy())
     shard = (lambda batch: batch) if distribution is None else _batch_sharder(distribution)
@@ -321,7 +322,7 @@ def _compile(
         jax.jit(make_train_epoch(step, steps, batch_size, shard), donate_argnums=0).lower(*arguments).compile()
     )
     correct = compile_evaluation(make_correct_count(model), arguments, place)
-    return Program(train_epoch, correct, time.perf_counter() - start, ahead)
+    return Program(train_epoch, correct, time.perf_counter() - start, ahead, cached=compile_cache.all_loaded(cache))
 
 
 def as_sharding(place) -> jax.sharding.Sharding:

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
+from gridbench import compile_cache
 from gridbench.datasets import Dataset
 from gridbench.workloads import program_key
 from gridbench.workloads.keras_common import keras_facts
@@ -41,7 +42,7 @@ from gridbench.workloads.keras_compiled import (
     model_and_optimizer,
     state_of,
 )
-from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program
+from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program, program_tags
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
     from gridbench.trial.timing import PhaseClock
@@ -136,7 +137,7 @@ class FusedSession:
             lambda: _compile_fused(self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place),
         )
         self.program = lookup.program
-        return {"program.reused": "yes" if lookup.reused else "no"}
+        return program_tags(lookup)
 
     def compile_detached(self) -> Program:
         """Compiles this group's program from shapes alone (nothing on the device): for compiling ahead."""
@@ -198,7 +199,7 @@ def _compile_fused(
     model: keras.Model, optimizer: keras.Optimizer, arguments: tuple, steps: int, batch_size: int, place, ahead=False
 ) -> Program:
     """Traces and compiles the vmapped epoch and evaluation for `arguments`' shapes (a leading member axis)."""
-    start = time.perf_counter()
+    start, cache = time.perf_counter(), compile_cache.mark()
     epoch = make_train_epoch(
         make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy()), steps, batch_size
     )
@@ -213,4 +214,4 @@ def _compile_fused(
     # One program per group's key; donating the stacked state lets XLA update every member's weights in place.
     train_epoch = jax.jit(fused_epoch, donate_argnums=0).lower(*arguments).compile()
     correct = compile_evaluation(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)), arguments, place)
-    return Program(train_epoch, correct, time.perf_counter() - start, ahead)
+    return Program(train_epoch, correct, time.perf_counter() - start, ahead, cached=compile_cache.all_loaded(cache))

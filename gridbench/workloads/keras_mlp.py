@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import keras
 from keras import ops
 
+from gridbench import compile_cache
 from gridbench.datasets import Dataset
 from gridbench.tracking import schema
 from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this module is a workload entry)
@@ -125,6 +126,7 @@ class KerasMLPSession:
         self.estimator: KerasClassifier | None = None
         self.program_reused = False
         self._epochs = EpochCallback()
+        self._cache = compile_cache.mark()  # fit compiles in this thread: what the cache served it tells
 
     def build(self) -> None:
         with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
@@ -169,4 +171,5 @@ class KerasMLPSession:
             **keras_facts(self.model),
             "train_loop": "fit",
             schema.PROGRAM_REUSED: "yes" if self.program_reused else "no",
+            schema.PROGRAM_CACHED: "yes" if compile_cache.all_loaded(self._cache) else "no",
         }

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import keras
 from keras import ops
 
+from gridbench import compile_cache
 from gridbench.datasets import Dataset
 from gridbench.datasets.read import take_train
 from gridbench.tracking import schema
@@ -87,6 +88,7 @@ class KerasFitSession:
         self.model: keras.Model | None = None
         self.program_reused = False
         self._epochs = EpochCallback()
+        self._cache = compile_cache.mark()  # fit compiles in this thread: what the cache served it tells
 
     def build(self) -> None:
         with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
@@ -132,6 +134,7 @@ class KerasFitSession:
             **keras_facts(self.model),
             "train_loop": "fit",
             schema.PROGRAM_REUSED: "yes" if self.program_reused else "no",
+            schema.PROGRAM_CACHED: "yes" if compile_cache.all_loaded(self._cache) else "no",
         }
 
 

@@ -26,6 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
+from gridbench.tracking import schema
+
 # Building a Keras model draws its initial weights' seeds from Python's global random
 # state; a model built in a background thread must not interleave with a trial's
 # seeded build (keras.utils.set_random_seed, then the build), or that trial's
@@ -46,6 +48,7 @@ class Program:
     correct: Callable  # (trainable, non_trainable, x, y) -> correct predictions in a chunk
     compile_s: float  # what compiling it took, where and when it was compiled
     ahead: bool  # compiled ahead of need, in the background
+    cached: bool = False  # loaded from JAX's persistent cache, compiled by an earlier search (gridbench.compile_cache)
 
 
 @dataclass(frozen=True)
@@ -132,3 +135,11 @@ class ProgramCache:
 
 # One per worker process: Ray runs one trial at a time in each.
 PROGRAMS = ProgramCache()
+
+
+def program_tags(lookup: Lookup) -> dict[str, str]:
+    """What a trial records of its program: compiled before it asked, and loaded from an earlier search's cache."""
+    return {
+        schema.PROGRAM_REUSED: "yes" if lookup.reused else "no",
+        schema.PROGRAM_CACHED: "yes" if lookup.program.cached else "no",
+    }

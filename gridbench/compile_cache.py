@@ -1,0 +1,102 @@
+"""JAX's persistent compilation cache: which one a search uses, and whether a program came from it.
+
+Three settings (`--compile-cache`):
+  - search (the default): a directory inside the search's own, removed with it. Each
+    search compiles each of its programs once, as on a machine that never ran one, so
+    that its CPU and GPU halves (and a scale's counts) pay alike.
+  - persistent: one directory per user and machine, kept across searches
+    ($GRIDBENCH_CACHE_DIR, else $XDG_CACHE_HOME/gridbench/jax or ~/.cache/gridbench/jax).
+    A program compiled by an earlier search loads in about 0.1 s instead of compiling
+    in 3-5 s (an mnist MLP on an H100, docs/results/h100-issue15.md).
+  - off: no persistent cache; each worker compiles what it needs.
+
+JAX keys each entry by the program, the JAX and XLA versions, the device kind and the
+compiler flags, so an entry never serves another machine's or version's program. Each
+trial records whether the cache served every compilation its program needed
+(`program.cached`), so a search on a warm cache is never read as one that compiled.
+
+The driver imports this module for the directory's name only; JAX is imported inside
+a worker, by `use`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+SEARCH, PERSISTENT, OFF = "search", "persistent", "off"
+SETTINGS = (SEARCH, PERSISTENT, OFF)
+CACHE_DIR_ENV = "GRIDBENCH_CACHE_DIR"
+MAX_SIZE_BYTES = 2 * 1024**3  # JAX evicts the least recently used entries beyond this
+
+_REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"  # each compilation the cache is asked for
+_HIT_EVENT = "/jax/compilation_cache/cache_hits"  # each one it served
+_counts = threading.local()  # per thread: compilations ahead run in threads of their own
+_listening = False
+_listening_lock = threading.Lock()
+
+
+def persistent_dir() -> str:
+    """The per-user directory kept across searches."""
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return os.path.join(base, "gridbench", "jax")
+
+
+def directory(setting: str, search_dir: str) -> str | None:
+    """Where a search's workers keep compiled programs under `setting`; None: nowhere."""
+    if setting == PERSISTENT:
+        return persistent_dir()
+    if setting == SEARCH:
+        return os.path.join(search_dir, "jax-cache")
+    return None
+
+
+def tag(setting: str, backend: str) -> str:
+    """The `compile_cache` tag: what the setting did, where the backend compiles with JAX; else off."""
+    if backend != "jax":
+        return OFF
+    return "per search" if setting == SEARCH else setting
+
+
+def use(cache_dir: str) -> None:
+    """Points this worker's JAX at `cache_dir`, caching every program, and starts counting what it serves."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_compilation_cache_max_size", MAX_SIZE_BYTES)
+    listen()
+
+
+def listen() -> None:
+    """Counts, per thread, the compilations JAX served from its persistent cache (once per process)."""
+    global _listening
+    with _listening_lock:
+        if _listening:
+            return
+        import jax
+
+        jax.monitoring.register_event_listener(_heard)
+        _listening = True
+
+
+def _heard(event: str, **_details) -> None:
+    if event == _REQUEST_EVENT:
+        _counts.requests = getattr(_counts, "requests", 0) + 1
+    elif event == _HIT_EVENT:
+        _counts.hits = getattr(_counts, "hits", 0) + 1
+
+
+def mark() -> tuple[int, int]:
+    """This thread's compilations so far: (asked of the cache, served by it)."""
+    return getattr(_counts, "requests", 0), getattr(_counts, "hits", 0)
+
+
+def all_loaded(since: tuple[int, int]) -> bool:
+    """Whether this thread compiled something since `since` (a `mark`) and the cache served every one of them."""
+    requests, hits = mark()
+    return requests > since[0] and hits - since[1] == requests - since[0]
