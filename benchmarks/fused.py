@@ -79,12 +79,15 @@ QUICK = {
 }
 
 
-def run_one(name: str, experiment: str, arguments: list[str], out: Path, data_dir: str | None) -> dict:
+def run_one(
+    name: str, experiment: str, arguments: list[str], out: Path, data_dir: str | None, compile_cache: str
+) -> dict:
     """One search in a fresh process; its parent run and trials read back from the store."""
     from gridbench.tracking.read import read_search
 
     store = f"sqlite:///{(out / 'mlflow.db').resolve()}"
     command = [sys.executable, "-m", "gridbench", "search", experiment, *arguments, "--tracking-uri", store]
+    command += ["--compile-cache", compile_cache]
     if data_dir:
         command += ["--data-dir", data_dir]
     started = time.perf_counter()
@@ -155,6 +158,13 @@ def main() -> None:
     parser.add_argument("--data-dir", help="directory holding mnist.npz (default: gridbench's search)")
     parser.add_argument("--quick", action="store_true", help="the CPU runs on digits, small: to try it anywhere")
     parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run only these (repeatable)")
+    parser.add_argument(
+        "--compile-cache",
+        choices=("search", "persistent"),
+        default="search",
+        help="search (default): every run compiles its programs, as on a fresh machine; persistent: programs kept "
+        "across runs (run twice: the second measures a warm cache; runs sharing programs favour the later)",
+    )
     args = parser.parse_args()
 
     out = Path(args.out)
@@ -168,7 +178,9 @@ def main() -> None:
     for name, (experiment, arguments, _) in runs.items():
         if args.only and name not in args.only:
             continue
-        record = run_one(name, experiment.format(cnn_digits=cnn_digits), arguments, out, args.data_dir)
+        record = run_one(
+            name, experiment.format(cnn_digits=cnn_digits), arguments, out, args.data_dir, args.compile_cache
+        )
         m = record["metrics"]
         print(
             f"{name}: exit {record['exit']}, {int(m.get('trials_finished', 0))}/{int(m.get('trials_total', 0))} "
