@@ -137,7 +137,7 @@ def run(name: str, args, out: Path, outage: bool) -> dict:
             (directory / "sync.out").write_text(sync.stdout + sync.stderr)
             result["sync_exit"] = sync.returncode
             result["sync_s"] = time.monotonic() - synced_at
-            result["sync_line"] = (sync.stdout + sync.stderr).strip()
+            result["sync_line"] = ((sync.stdout + sync.stderr).strip().splitlines() or [""])[-1]  # its report
         result.update(read_back(backend))
     finally:
         server.kill()

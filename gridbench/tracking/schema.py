@@ -214,7 +214,8 @@ PROGRAM_REUSED = _tag("program.reused", On.TRIAL, "yes: the program was compiled
 PROGRAM_CACHED = _tag(
     "program.cached",
     On.TRIAL,
-    "yes: JAX's persistent cache served every compilation the trial's program needed (an earlier search's)",
+    "yes: JAX's persistent cache served every compilation the trial's program needed (compiled by another worker, "
+    "or by an earlier search under --compile-cache persistent)",
     since=4,
 )
 PROGRAMS_AHEAD = _metric(

@@ -138,7 +138,7 @@ PROGRAMS = ProgramCache()
 
 
 def program_tags(lookup: Lookup) -> dict[str, str]:
-    """What a trial records of its program: compiled before it asked, and loaded from an earlier search's cache."""
+    """What a trial records of its program: compiled before it asked here, and served by the persistent cache."""
     return {
         schema.PROGRAM_REUSED: "yes" if lookup.reused else "no",
         schema.PROGRAM_CACHED: "yes" if lookup.program.cached else "no",
