@@ -108,3 +108,57 @@ def test_a_gpu_worker_queues_the_other_programs_once_per_search_and_never_its_ow
     assert run.compile_others_ahead(SimpleNamespace(device="cpu", compile_cache_dir="/search-2"), own, others) == 0
     assert programs.PROGRAMS.get("b", lambda: pytest.fail("compiled twice")).program == "program b"
     assert "a" not in programs.PROGRAMS
+
+
+def _trial(units: int, reused: str, cached: str):
+    from gridbench.tracking import schema
+    from gridbench.tracking.records import TrialRecord
+    from gridbench.tracking.schema import TrialStatus
+    from gridbench.trial.outcome import TrialOutcome
+
+    metrics = {
+        schema.TEST_ACCURACY: 0.9,
+        schema.STEADY_EPOCH_S: 0.01,
+        schema.WARMUP_EPOCH_S: 0.02,
+        schema.COMPILE_S: 3.0 if reused == cached == "no" else 0.1,
+        schema.TRIAL_WALL_S: 1.0,
+    }
+    tags = {schema.DEVICE_ACTUAL: "gpu:0", schema.PROGRAM_REUSED: reused, schema.PROGRAM_CACHED: cached}
+    outcome = TrialOutcome(TrialStatus.FINISHED, 0.0, 1.0, 0, metrics, tags)
+    return TrialRecord.from_outcome(f"t{units}", {"hidden_units": units, "learning_rate": 0.01}, outcome)
+
+
+def test_the_output_says_which_programs_were_compiled_loaded_from_the_cache_or_reused(monkeypatch, tmp_path):
+    from rich.console import Console
+
+    from gridbench.search import SearchOptions, SearchResult, plan_search
+    from gridbench.search.progress import SearchProgress, print_search
+    from gridbench.search.run import summarise
+    from gridbench.spec import load_spec
+    from gridbench.tracking import schema
+
+    monkeypatch.setenv("GRIDBENCH_CACHE_DIR", str(tmp_path / "jax"))
+    plan = plan_search(
+        load_spec("digits"), SearchOptions(backend="tensorflow", cpus_per_trial=1, compile_cache="persistent")
+    )
+    trials = (_trial(32, "no", "no"), _trial(64, "no", "yes"), _trial(128, "yes", "no"), _trial(256, "yes", "yes"))
+    console = Console(record=True, width=250)
+    progress = SearchProgress(console, schema.TEST_ACCURACY)
+    progress.start(len(trials))
+    for trial in trials:
+        progress.trial_ended(trial)
+    progress.stop()
+    summary = summarise(plan, trials, 1, 4.0, 1.0, 0.0)
+    print_search(console, SearchResult(plan, "run", "gridbench/digits", trials, summary))
+    text = console.export_text()
+    said = [line.split(", wall")[0].split("s, ")[-1] for line in text.splitlines() if line.startswith("done")]
+    assert said == [
+        "program compiled in 3 s",
+        "program loaded from the compile cache in 0.1 s",
+        "program reused in 0.1 s",
+        "program reused in 0.1 s",  # compiled before it asked: where it came from is that trial's story
+    ]
+    assert (
+        f"trials' programs: 1 compiled, 1 loaded from the compile cache, 2 reused; compile cache {tmp_path / 'jax'}, "
+        "kept across searches"
+    ) in text
