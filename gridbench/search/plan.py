@@ -37,7 +37,7 @@ class SearchOptions:
     address: str | None = None  # an existing Ray cluster to join ("auto", "HOST:PORT"); None: start one here
     max_concurrent: int | None = None
     max_trials: int = 10_000  # configurations x repeats a search may run: a typo'd grid is refused, not started
-    # JAX's persistent compilation cache (gridbench.compile_cache): persistent, search or off.
+    # JAX's persistent compilation cache (gridbench.compile_cache): search (per search), persistent or off.
     compile_cache: str = compile_cache.SEARCH
     tracking_uri: str | None = None
     data_dir: str | None = None

@@ -88,7 +88,7 @@ class KerasFitSession:
         self.model: keras.Model | None = None
         self.program_reused = False
         self._epochs = EpochCallback()
-        self._cache = compile_cache.mark()  # fit compiles in this thread: what the cache served it tells
+        self._cache = compile_cache.mark()  # fit compiles in this thread; facts() asks what the cache served since
 
     def build(self) -> None:
         with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between

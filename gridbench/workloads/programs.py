@@ -48,7 +48,7 @@ class Program:
     correct: Callable  # (trainable, non_trainable, x, y) -> correct predictions in a chunk
     compile_s: float  # what compiling it took, where and when it was compiled
     ahead: bool  # compiled ahead of need, in the background
-    cached: bool = False  # loaded from JAX's persistent cache, compiled by an earlier search (gridbench.compile_cache)
+    cached: bool = False  # JAX's persistent cache served it: another worker or search compiled it (compile_cache)
 
 
 @dataclass(frozen=True)
