@@ -293,7 +293,8 @@ def _search(args: argparse.Namespace) -> int:
         )
     else:
         try:  # Ray starts while the backends are asked about GPUs
-            plans = [plan_search(spec, _search_options(args, args.device, named.get(args.device)), session.start)]
+            options = _search_options(args, args.device, named.get(args.device))
+            plans = [plan_search(spec, options, session.start, session.precompile)]
         except BaseException:
             session.stop()
             raise

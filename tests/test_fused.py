@@ -243,6 +243,11 @@ def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_
     _, (parent,), children = runs_of(store, "digits")
     assert parent.data.tags[schema.EXECUTION] == "fused" and "fused (2 groups)" in parent.data.tags["mlflow.runName"]
     assert parent.data.metrics["trials_finished"] == 8
+    # Both groups' programs were compiled ahead while Ray started, and each trial loaded its group's.
+    assert (
+        parent.data.metrics[schema.PROGRAMS_PRECOMPILED] == 2 and parent.data.metrics[schema.PRECOMPILE_PROCESSES] >= 1
+    )
+    assert "programs compiled ahead: 2 by" in result.stdout
     keys = {(c.data.tags[schema.CONFIG_KEY], c.data.params["repeat"]) for c in children}
     assert len(children) == len(keys) == 8
     for child in children:
@@ -250,6 +255,7 @@ def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_
         assert child.info.status == "FINISHED" and tags[schema.EXECUTION] == "fused"
         assert tags[schema.FUSED_WITH] == "4" and metrics[schema.FUSED_WITH] == 4
         assert tags["train_loop"] == "compiled" and tags[schema.DEVICE_ACTUAL] == "cpu:0"
+        assert tags[schema.PROGRAM_CACHED] == "yes"
         assert metrics[schema.STEADY_EPOCH_S] == pytest.approx(metrics[schema.GROUP_STEADY_EPOCH_S] / 4)
         assert metrics[schema.TRIAL_WALL_S] == pytest.approx(metrics[schema.GROUP_WALL_S] / 4)
         assert metrics[schema.WARMUP_EPOCH_S] > metrics[schema.STEADY_EPOCH_S]

@@ -102,12 +102,20 @@ def test_a_gpu_worker_queues_the_other_programs_once_per_search_and_never_its_ow
         opened.append(1)
         return [session("a"), session("b"), session("c")]
 
-    gpu = SimpleNamespace(device="gpu", compile_cache_dir="/search-1")
+    gpu = SimpleNamespace(device="gpu", compile_cache_dir="/search-1", precompiled=False)
     assert run.compile_others_ahead(gpu, own, others) == 2  # b and c; a is the trial's own
     assert run.compile_others_ahead(gpu, own, others) == 0 and len(opened) == 1  # the next trial: nothing to open
-    assert run.compile_others_ahead(SimpleNamespace(device="cpu", compile_cache_dir="/search-2"), own, others) == 0
+    assert (
+        run.compile_others_ahead(
+            SimpleNamespace(device="cpu", compile_cache_dir="/search-2", precompiled=False), own, others
+        )
+        == 0
+    )
     assert programs.PROGRAMS.get("b", lambda: pytest.fail("compiled twice")).program == "program b"
     assert "a" not in programs.PROGRAMS
+    # Where the search's own processes compile ahead (gridbench.search.precompile), workers queue nothing.
+    precompiled = SimpleNamespace(device="gpu", compile_cache_dir="/search-3", precompiled=True)
+    assert run.compile_others_ahead(precompiled, own, others) == 0 and len(opened) == 1
 
 
 def _trial(units: int, reused: str, cached: str):

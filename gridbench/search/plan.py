@@ -112,13 +112,16 @@ def plan_search(
     spec: ExperimentSpec,
     options: SearchOptions,
     while_probing: Callable[[SearchOptions, int, int, dict | None], None] | None = None,
+    when_planned: Callable[[SearchPlan], None] | None = None,
 ) -> SearchPlan:
     """Checks the request against this machine, the data and the store; raises UserError.
 
     The checks that need no backend come first (the data and the store among them),
     then the backend: asking backends whether they see a GPU takes seconds, and
     `while_probing(options, cpus, gpus, runtime_env)` runs meanwhile (the search starts Ray then,
-    gridbench.search.run.RaySession.start). Only the checks that depend on the backend come after.
+    gridbench.search.run.RaySession.start). Only the checks that depend on the backend come after;
+    `when_planned(plan)` is then called with the finished plan, still beside Ray's start (the
+    search starts compiling its programs then, RaySession.precompile).
     """
     if options.device not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
@@ -180,37 +183,43 @@ def plan_search(
     check_tracking_uri(tracking_uri)
     check_journal_dir(tracking_uri)
     meanwhile = (lambda: while_probing(options, cores, gpus, user_check.runtime_env(spec))) if while_probing else None
+
+    def complete(choice: backends.BackendChoice) -> SearchPlan:
+        """The checks that depend on the backend, then the plan (in the probe's thread, while Ray starts)."""
+        fused_spec = fusion.fused_spec(spec, choice.backend) if groups else spec  # refuses what cannot fuse
+        ran_spec = fused_spec.for_backend(choice.backend, options.device)
+        if gpus_per_trial > 1:
+            _check_data_parallel(ran_spec, choice.backend, gpus_per_trial)
+        plan = SearchPlan(
+            spec=ran_spec,
+            options=options,
+            tracking_uri=tracking_uri,
+            data=data,
+            backend_choice=choice,
+            cpus_per_trial=cpus,
+            gpus_per_trial=gpus_per_trial,
+            gpus=gpus,
+            cpus=cores,
+            trials_total=trials_total,
+            fused_groups=groups,
+        )
+        if ran_spec.user_model is not None:
+            plan = replace(plan, user_check_s=user_check.check(plan))
+        if when_planned is not None:
+            when_planned(plan)
+        return plan
+
     if workload.framework == "keras":
-        choice = _while(lambda: _choose_backend(options, visible_gpus), meanwhile)
-    else:
-        if meanwhile is not None:
-            meanwhile()
-        if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
-            raise UserError(
-                f"model {workload.name} on --device gpu needs CuPy: pip install 'gridbench[cuda13]' (or [cuda12])"
-            )
-        choice = backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
-    if groups:
-        spec = fusion.fused_spec(spec, choice.backend)  # refuses a backend or loop that cannot fuse
-    spec = spec.for_backend(choice.backend, options.device)
-    if gpus_per_trial > 1:
-        _check_data_parallel(spec, choice.backend, gpus_per_trial)
-    plan = SearchPlan(
-        spec=spec,
-        options=options,
-        tracking_uri=tracking_uri,
-        data=data,
-        backend_choice=choice,
-        cpus_per_trial=cpus,
-        gpus_per_trial=gpus_per_trial,
-        gpus=gpus,
-        cpus=cores,
-        trials_total=trials_total,
-        fused_groups=groups,
+        return _while(lambda: complete(_choose_backend(options, visible_gpus)), meanwhile)
+    if meanwhile is not None:
+        meanwhile()
+    if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
+        raise UserError(
+            f"model {workload.name} on --device gpu needs CuPy: pip install 'gridbench[cuda13]' (or [cuda12])"
+        )
+    return complete(
+        backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
     )
-    if spec.user_model is not None:
-        plan = replace(plan, user_check_s=user_check.check(plan))
-    return plan
 
 
 def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> tuple[SearchPlan, SearchPlan]:
@@ -226,7 +235,7 @@ def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> t
     return plan_search(spec, cpu), gpu_plan
 
 
-def _while(task: Callable[[], backends.BackendChoice], meanwhile: Callable[[], None] | None):
+def _while(task: Callable[[], SearchPlan], meanwhile: Callable[[], None] | None) -> SearchPlan:
     """task(), with meanwhile() run in this thread while task runs in another (Ray starts in the main thread)."""
     if meanwhile is None:
         return task()

@@ -256,6 +256,12 @@ def print_search(console: Console, result: SearchResult) -> None:
         + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
         + f"Ray start {s.ray_start_s:.1f} s)"
     )
+    if s.precompile_processes:
+        console.print(
+            f"programs compiled ahead: {s.programs_precompiled} by {s.precompile_processes} process(es) started "
+            f"beside Ray, {s.precompile_s:.1f} s (XLA {s.precompile_compile_s:.1f} s in all)"
+            + (f"; the trials' start waited {s.precompile_wait_s:.1f} s for them" if s.precompile_wait_s else "")
+        )
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)
     if sources:
         counts = ", ".join(f"{sources[k]} {k}" for k in PROGRAM_SOURCES if sources[k])

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from gridbench import compile_cache, environment
 from gridbench.errors import UserError
-from gridbench.search import lifecycle, placement, user_check
+from gridbench.search import lifecycle, placement, precompile, user_check
 from gridbench.search.lifecycle import SearchInterrupted
 from gridbench.search.plan import SearchPlan
+from gridbench.search.precompile import Precompiler, PrecompileReport
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.journaled import open_journaled_recorder
@@ -108,10 +109,33 @@ class RaySession:
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
         self.watchdog: lifecycle.Watchdog | None = None
+        self.precompiler: Precompiler | None = None
+        self._lock = threading.Lock()  # planning's thread may start compiling ahead while this one starts Ray
 
     @property
     def started(self) -> bool:
         return self.ray_start_s is not None
+
+    def _search_directory(self, keep: bool) -> lifecycle.SearchDirectory:
+        with self._lock:
+            if self.directory is None:
+                self.directory = lifecycle.SearchDirectory(keep=keep)
+            return self.directory
+
+    def precompile(self, plan: SearchPlan) -> None:
+        """Starts compiling the plan's programs ahead, in processes of their own, where it has any (once).
+
+        plan_search calls it as soon as the plan is complete, while Ray is still starting;
+        run_search calls it otherwise (gridbench.search.precompile).
+        """
+        programs = precompile.program_count(plan, len(program_representatives(plan.spec)))
+        if programs == 0 or self.precompiler is not None:
+            return
+        directory = self._search_directory(plan.options.keep_ray_logs)
+        context = trial_context(plan, directory.tune_dir, precompiled=True)
+        self.precompiler = precompile.Precompiler.start(
+            plan, context, programs, os.path.join(directory.path, "precompile")
+        )
 
     def start(self, options: SearchOptions, cpus: int, gpus: int, runtime_env: dict | None = None) -> None:
         _quiet_ray()
@@ -119,7 +143,7 @@ class RaySession:
             lifecycle.local_ray_environment()
         self.signals = lifecycle.StopSignals()
         self.signals.install()
-        self.directory = lifecycle.SearchDirectory(keep=options.keep_ray_logs)
+        self._search_directory(options.keep_ray_logs)
         # Before OwnProcesses: the watchdog is not among the processes to end; it ends them if this driver is killed.
         self.watchdog = lifecycle.Watchdog(self.directory)
         self.processes = lifecycle.OwnProcesses()
@@ -140,6 +164,8 @@ class RaySession:
         self.ray_start_s = time.perf_counter() - start
 
     def stop(self) -> None:
+        if self.precompiler is not None:
+            self.precompiler.stop()
         if self.processes is not None:
             _stop_ray(self.processes)
         if self.directory is not None:
@@ -152,7 +178,7 @@ class RaySession:
             self.watchdog.leave()
         if self.signals is not None:
             self.signals.restore()
-        self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = None
+        self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
 
 
 def _import_mlflow() -> None:
@@ -230,14 +256,19 @@ def run_search(
                 documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
             )
         callback = _recording_callback(plan, recorder, tags, observer, resume)
+        context = trial_context(plan, session.directory.tune_dir, precompiled=session.precompiler is not None)
+        if session.precompiler is not None and plan.options.device == "cpu":
+            session.precompiler.wait()  # no compilation shares the cores of a timed CPU epoch
         if observer is not None:
             observer.start(plan.trials_total if resume is None else resume.remaining)
         fit_started, fit_started_at = time.perf_counter(), time.time()
-        _fit(plan, runner, callback, concurrency, session.directory.tune_dir, resume)
+        _fit(plan, runner, callback, concurrency, context, session.directory.tune_dir, resume)
         session.signals.check()
         makespan = time.perf_counter() - fit_started
         trials = tuple(callback.records)
-        summary = summarise(plan, trials, concurrency, makespan, ray_start_s, process_start, resume, fit_started_at)
+        summary = summarise(
+            plan, trials, concurrency, makespan, ray_start_s, process_start, resume, fit_started_at, _report(session)
+        )
         status = SearchStatus.FINISHED
         if summary.trials_finished + summary.trials_failed < plan.trials_total:
             ran = summary.trials_finished + summary.trials_failed
@@ -254,7 +285,15 @@ def run_search(
                 makespan = time.perf_counter() - fit_started
                 records = tuple(callback.records)
                 summary = summarise(
-                    plan, records, concurrency, makespan, ray_start_s, process_start, resume, fit_started_at
+                    plan,
+                    records,
+                    concurrency,
+                    makespan,
+                    ray_start_s,
+                    process_start,
+                    resume,
+                    fit_started_at,
+                    _report(session),
                 )
         if recorder is not None and recorder.parent_run_id is not None:
             kept = sum(t.finished for t in callback.records) if callback is not None else 0
@@ -279,6 +318,10 @@ def run_search(
             session.stop()
 
 
+def _report(session: RaySession) -> PrecompileReport | None:
+    return session.precompiler.report() if session.precompiler is not None else None
+
+
 def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
     """Shuts Ray down, then ends by PID whatever it started and left running (agents once outlived it)."""
     processes.note()
@@ -296,6 +339,7 @@ def _start(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Record
     """
     import ray
 
+    session.precompile(plan)  # unless planning started it: XLA compiles while Ray starts
     # Importing MLflow and opening its store takes seconds; do it while Ray starts.
     with ThreadPoolExecutor(max_workers=1) as pool:
         opening = pool.submit(_open_store, open_recorder, plan)
@@ -421,12 +465,10 @@ def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str,
     )
 
 
-def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, storage: str, resume=None) -> float:
-    """Runs every trial through Ray Tune (a resumed search: those not finished); returns the makespan in seconds."""
-    from ray import tune
-
+def trial_context(plan: SearchPlan, storage: str, precompiled: bool = False) -> TrialContext:
+    """What every trial of the search shares; `storage` is the search's Tune directory (its compile cache is inside)."""
     spec, options = plan.spec, plan.options
-    context = TrialContext(
+    return TrialContext(
         workload=spec.model,
         user_workload=spec.workload if spec.user_model else None,
         params=dict(spec.params),
@@ -441,7 +483,17 @@ def _fit(plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, stor
         compile_cache_dir=compile_cache.directory(options.compile_cache, storage),
         programs=program_representatives(spec),
         fused_groups=plan.fused_groups,
+        precompiled=precompiled,
     )
+
+
+def _fit(
+    plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, context: TrialContext, storage: str, resume=None
+) -> float:
+    """Runs every trial through Ray Tune (a resumed search: those not finished); returns the makespan in seconds."""
+    from ray import tune
+
+    spec = plan.spec
     param_space = {
         axis: tune.grid_search(list(values))
         for axis, values in grid_order(spec)
@@ -512,6 +564,7 @@ def summarise(
     process_start: float,
     resume: ResumePoint | None = None,
     fit_started_at: float | None = None,
+    precompiled: PrecompileReport | None = None,
 ) -> SearchSummary:
     """The search's totals from its trials: pure arithmetic, no Ray, no store.
 
@@ -543,7 +596,18 @@ def summarise(
         epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
         trials_diverged=sum(t.diverged for t in finished),
+        **_precompile_fields(precompiled or PrecompileReport()),
     )
+
+
+def _precompile_fields(report: PrecompileReport) -> dict[str, float]:
+    return {
+        "precompile_processes": report.processes,
+        "programs_precompiled": report.programs,
+        "precompile_s": report.wall_s,
+        "precompile_compile_s": report.compile_sum_s,
+        "precompile_wait_s": report.wait_s,
+    }
 
 
 def _process_start_time() -> float:

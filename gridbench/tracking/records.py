@@ -98,6 +98,12 @@ class SearchSummary:
     epochs_sum_s: float = 0.0  # every trial's timed epochs added up (an epoch shared by several trials once)
     startup_s: float = 0.0  # command start to Tune's start: the start-up that overlapping left
     trials_diverged: int = 0  # finished trials whose loss became NaN or inf (left out of best_metric)
+    # Programs compiled ahead in processes of their own while Ray started (gridbench.search.precompile).
+    precompile_processes: int = 0
+    programs_precompiled: int = 0
+    precompile_s: float = 0.0  # the processes' wall time, from their start to the last one's end
+    precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
+    precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches)
 
     @property
     def training_share(self) -> float:
@@ -134,6 +140,11 @@ class SearchSummary:
             schema.SESSIONS: self.session,
             schema.TRIALS_RESUMED: self.trials_resumed,
             schema.TRIALS_DIVERGED: self.trials_diverged,
+            schema.PRECOMPILE_PROCESSES: self.precompile_processes,
+            schema.PROGRAMS_PRECOMPILED: self.programs_precompiled,
+            schema.PRECOMPILE_S: self.precompile_s,
+            schema.PRECOMPILE_COMPILE_S: self.precompile_compile_s,
+            schema.PRECOMPILE_WAIT_S: self.precompile_wait_s,
         }
         if self.best_metric is not None:
             values[schema.BEST_METRIC] = self.best_metric

@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class Kind(enum.Enum):
@@ -174,6 +174,34 @@ TRAINING_SHARE = _metric(
 )
 STARTUP_S = _metric(
     "startup_s", On.SEARCH, "from the command's start to the trials' (Tune's) start: what overlapping left", since=3
+)
+# Compiling ahead (gridbench.search.precompile): 0 where a search compiled nothing ahead, or predates it.
+PRECOMPILE_PROCESSES = _metric(
+    "precompile_processes", On.SEARCH, "processes that compiled the search's programs ahead", since=5, default=0.0
+)
+PROGRAMS_PRECOMPILED = _metric(
+    "programs_precompiled",
+    On.SEARCH,
+    "programs those processes compiled (not loaded from a cache)",
+    since=5,
+    default=0.0,
+)
+PRECOMPILE_S = _metric(
+    "precompile_s",
+    On.SEARCH,
+    "those processes' wall time, from their start to the last one's end",
+    since=5,
+    default=0.0,
+)
+PRECOMPILE_COMPILE_S = _metric(
+    "precompile_compile_s", On.SEARCH, "XLA's compilations in those processes, added up", since=5, default=0.0
+)
+PRECOMPILE_WAIT_S = _metric(
+    "precompile_wait_s",
+    On.SEARCH,
+    "what the trials' start waited for those processes (CPU searches: no compilation beside a timed epoch)",
+    since=5,
+    default=0.0,
 )
 SESSIONS = _metric("sessions", On.SEARCH, "sessions that ran the search: 1, plus one per --resume")
 TRIALS_RESUMED = _metric(

@@ -118,10 +118,17 @@ def train_fused(
 def _other_groups(entry, context: TrialContext, hyperparameters, data) -> Iterator:
     """A session of each of the search's fused groups, for compiling ahead."""
     for members in context.fused_groups:
-        configs = [{**hyperparameters, **config} for config, _ in members]
-        try:
-            other = entry.open_fused_session(configs, data, [context.seed + repeat for _, repeat in members])
-        except ValueError:  # a group this worker cannot open from its data (another train_size): its trial compiles it
-            continue
-        other.workload = context.workload
-        yield other
+        other = open_group(entry, context, hyperparameters, members, data)
+        if other is not None:
+            yield other
+
+
+def open_group(entry, context: TrialContext, hyperparameters, members, data):
+    """The session of one fused group, for compiling its program; None where this data cannot open it."""
+    configs = [{**hyperparameters, **config} for config, _ in members]
+    try:
+        session = entry.open_fused_session(configs, data, [context.seed + repeat for _, repeat in members])
+    except ValueError:  # a group this worker cannot open from its data (another train_size): its trial compiles it
+        return None
+    session.workload = context.workload
+    return session

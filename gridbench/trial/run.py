@@ -50,6 +50,8 @@ class TrialContext:
     # One configuration per distinct program of the search (gridbench.workloads.program_key):
     # a GPU worker compiles them ahead of need while its first trial trains.
     programs: tuple[Mapping[str, Any], ...] = ()
+    # Compiled ahead by processes of their own (gridbench.search.precompile): workers then compile none ahead.
+    precompiled: bool = False
     user_workload: Workload | None = None  # a user's own model (gridbench.workloads.user), which has no name to look up
 
     def resolve_workload(self) -> Workload:
@@ -251,7 +253,7 @@ def compile_others_ahead(context: TrialContext, session, others: Callable[[], It
     """
     from gridbench.workloads.programs import PROGRAMS
 
-    if context.device != "gpu" or context.compile_cache_dir in _QUEUED_AHEAD:
+    if context.device != "gpu" or context.precompiled or context.compile_cache_dir in _QUEUED_AHEAD:
         return 0
     if context.compile_cache_dir is not None:
         _QUEUED_AHEAD.add(context.compile_cache_dir)

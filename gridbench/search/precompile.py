@@ -1,0 +1,165 @@
+"""The driver's side of compiling a search's programs ahead (gridbench.trial.precompile).
+
+A search on JAX's compiled loop (or fused) needs one XLA compilation per program, 3-6 s
+each on an H100 (docs/results/h100-issue15.md). Its trials would pay them one after
+another, on the first trial of each program. Instead, while Ray starts (which takes
+seconds the trials cannot use), a few processes compile the search's programs into its
+compile cache, a share each; a trial then loads its program from the cache, or waits
+for the compilation under way.
+
+What this costs is recorded, not hidden: the parent run gets the programs compiled, the
+processes, their wall time and XLA's seconds in them; every trial still records what
+getting its program cost it (compile_s, program.cached). On a CPU the trials do not
+start until the compilations have ended, so that none shares the cores of a timed
+epoch; that wait is recorded too (precompile_wait_s) and is part of the start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from gridbench import compile_cache
+
+if TYPE_CHECKING:
+    from gridbench.search.plan import SearchPlan
+    from gridbench.trial import TrialContext
+
+CORES_PER_PROCESS = 4  # XLA compiles mostly on one thread; the rest is left to Ray's start and the trials
+MAX_PROCESSES = 8
+
+
+@dataclass(frozen=True)
+class PrecompileReport:
+    """What compiling ahead did, as the parent run records it."""
+
+    processes: int = 0
+    programs: int = 0  # compiled by these processes
+    loaded: int = 0  # found in the cache already (a trial, or an earlier search, compiled them)
+    failed: int = 0  # left to the trials that need them
+    wall_s: float = 0.0  # from the processes' start to the last one's end
+    compile_sum_s: float = 0.0  # the compilations' own seconds, added up
+    wait_s: float = 0.0  # what the trials' start waited for them (CPU searches)
+
+
+def program_count(plan: SearchPlan, programs: int) -> int:
+    """Programs worth compiling ahead for `plan` (0: none), given `programs` distinct programs in its grid."""
+    spec, options = plan.spec, plan.options
+    if options.address or plan.backend != "jax" or spec.workload.framework != "keras":
+        return 0  # a cluster's nodes compile into caches of their own; other backends have no compiled loop
+    if options.compile_cache == compile_cache.OFF or plan.data_parallel:
+        return 0
+    if plan.fused_groups:
+        return len(plan.fused_groups)
+    loops = {spec.params.get("train_loop"), *spec.grid.get("train_loop", ())}
+    return programs if "compiled" in loops else 0
+
+
+def process_count(programs: int, cores: int) -> int:
+    return min(programs, max(1, cores // CORES_PER_PROCESS), MAX_PROCESSES)
+
+
+class Precompiler:
+    """The processes compiling one search's programs; started once, waited for or stopped by the search."""
+
+    def __init__(self, processes: list[subprocess.Popen], results: list[str], started: float):
+        self._processes = processes
+        self._results = results
+        self._started = started
+        self._ended = [None] * len(processes)
+        self.wait_s = 0.0
+        for i, process in enumerate(processes):
+            threading.Thread(target=self._watch, args=(i, process), name="gridbench-precompile", daemon=True).start()
+
+    @classmethod
+    def start(cls, plan: SearchPlan, context: TrialContext, programs: int, directory: str) -> Precompiler:
+        """Starts the processes, each with every n-th program in Tune's order, so the first trials' come first."""
+        count = process_count(programs, plan.cpus)
+        os.makedirs(directory, exist_ok=True)
+        env = _environment(plan)
+        context = replace(context, cpus=max(1, plan.cpus // count))  # the threads each process compiles with
+        processes, results = [], []
+        started = time.perf_counter()
+        for i in range(count):
+            job, result = os.path.join(directory, f"job-{i}.pickle"), os.path.join(directory, f"programs-{i}.jsonl")
+            with open(job, "wb") as out:
+                pickle.dump((context, list(range(i, programs, count))), out)
+            with open(os.path.join(directory, f"log-{i}.txt"), "w") as log:
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "gridbench.trial.precompile", job, result],
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                    )
+                )
+            results.append(result)
+        return cls(processes, results, started)
+
+    def _watch(self, index: int, process: subprocess.Popen) -> None:
+        process.wait()
+        self._ended[index] = time.perf_counter()
+
+    def wait(self) -> float:
+        """Waits until every process has ended; returns the seconds waited."""
+        start = time.perf_counter()
+        for process in self._processes:
+            process.wait()
+        self.wait_s += time.perf_counter() - start
+        return self.wait_s
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Ends, by PID, the processes still compiling (the search ended or failed before they did)."""
+        for process in self._processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + grace_s
+        for process in self._processes:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def report(self) -> PrecompileReport:
+        """What the processes have done so far (every program, once they have ended)."""
+        lines = []
+        for path in self._results:
+            try:
+                with open(path, encoding="utf-8") as results:
+                    lines += [json.loads(line) for line in results if line.strip()]
+            except (OSError, ValueError):
+                continue
+        ended = [t for t in self._ended if t is not None]
+        compiled = [line for line in lines if "error" not in line and not line.get("cached")]
+        return PrecompileReport(
+            processes=len(self._processes),
+            programs=len(compiled),
+            loaded=sum(1 for line in lines if line.get("cached") and "error" not in line),
+            failed=sum(1 for line in lines if "error" in line),
+            wall_s=(max(ended) if ended else time.perf_counter()) - self._started,
+            compile_sum_s=sum(line["compile_s"] for line in compiled),
+            wait_s=self.wait_s,
+        )
+
+
+def _environment(plan: SearchPlan) -> dict[str, str]:
+    """The processes' environment: the driver's, with its import path (a user's modules) and one GPU.
+
+    On a GPU they compile on the first GPU Ray hands out; programs are cached per device
+    kind, so a trial on any other GPU of that kind loads them too.
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    if plan.options.device == "gpu":
+        visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[0] if visible else "0"
+    return env

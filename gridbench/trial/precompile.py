@@ -1,0 +1,82 @@
+"""Compiling a search's programs before its trials need them, in processes of their own.
+
+    python -m gridbench.trial.precompile JOB RESULTS
+
+The driver (gridbench.search.precompile) starts a few of these while Ray starts. Each
+one configures itself as a trial of the search would (backend, threads, the device),
+imports the framework, and compiles its share of the search's programs (JOB: the
+TrialContext and the programs' indices, pickled) into the search's compile cache,
+each under the same per-program lock the trials take (gridbench.workloads.programs).
+A trial that needs a program then loads it from the cache (program.cached), or waits
+for the compilation under way and loads it after.
+
+They are separate processes, not threads in a worker, because compiling beside a
+trial in its own process starved it (tracing holds the GIL: docs/results/h100-issue15.md).
+Each compiled program is one JSON line in RESULTS, which the driver reads back for the
+search's record; nothing is written to the store from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import time
+import traceback
+
+from gridbench.trial.run import TrialContext, _load_data, configure_process
+
+
+def program_session(entry, context: TrialContext, index: int, data):
+    """The session of the search's program `index` (context.programs, or its fused groups); None: not compilable."""
+    if context.fused_groups:
+        from gridbench.trial.fused import open_group
+
+        session = open_group(entry, context, context.params, context.fused_groups[index], data)
+    else:
+        session = entry.open_session({**context.params, **context.programs[index]}, data, seed=context.seed)
+    return session if hasattr(session, "compile_detached") else None  # Keras fit: its first trial compiles it
+
+
+def compile_programs(context: TrialContext, indices: list[int], results) -> None:
+    """Compiles the programs at `indices`; writes one JSON line per program to `results` as each is ready."""
+    from gridbench.workloads.programs import PROGRAMS
+
+    entry = context.resolve_workload().load_train()
+    entry.prepare(context)  # the search's compile cache and its per-program locks
+    data = _load_data(context, context.params)
+    for index in indices:
+        started = time.perf_counter()
+        line: dict = {"index": index}
+        try:
+            session = program_session(entry, context, index, data)
+            if session is None:
+                continue
+            lookup = PROGRAMS.get(session.program_key, session.compile_detached)
+            # cached: a trial (or an earlier search, on a persistent cache) compiled it first; this one loaded it.
+            line.update(compile_s=lookup.program.compile_s, cached=lookup.program.cached)
+        except Exception as err:  # noqa: BLE001 - the trial that needs it compiles it, and says why if it fails too
+            line["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+            traceback.print_exc()
+        line["wall_s"] = time.perf_counter() - started
+        results.write(json.dumps(line) + "\n")
+        results.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    job_path, results_path = argv if argv is not None else sys.argv[1:]
+    with open(job_path, "rb") as job:
+        context, indices = pickle.load(job)
+    configure_process(context)
+    if context.device == "gpu" and context.backend == "jax":
+        # A compiler beside the trials, not a trial: it takes only the memory compiling needs.
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        os.environ.pop("XLA_PYTHON_CLIENT_MEM_FRACTION", None)
+    with open(results_path, "a", encoding="utf-8") as results:
+        compile_programs(context, indices, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

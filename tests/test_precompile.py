@@ -1,0 +1,85 @@
+"""Compiling a search's programs ahead, in processes of their own, while Ray starts (gridbench.search.precompile)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from test_cli import gridbench
+from test_search import runs_of
+
+from gridbench.search import SearchOptions, plan_search
+from gridbench.search.precompile import Precompiler, process_count, program_count
+from gridbench.spec import load_spec
+from gridbench.tracking import schema
+
+
+def _plan(execution: str = "trials", **options):
+    params = {"train_loop": options.pop("train_loop")} if "train_loop" in options else {}
+    spec = load_spec("digits").with_overrides(params, {"hidden_units": ["16", "32"], "learning_rate": ["0.1", "0.01"]})
+    return plan_search(spec.with_execution(execution), SearchOptions(cpus_per_trial=1, **options))
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"backend": "jax", "train_loop": "compiled"}, 2),  # two programs: learning rate is state
+        ({"backend": "jax"}, 0),  # auto on a CPU: Keras fit, which compiles in its trials
+        ({"backend": "tensorflow"}, 0),
+        ({"backend": "jax", "train_loop": "compiled", "compile_cache": "off"}, 0),  # nowhere to leave the programs
+        ({"backend": "jax", "execution": "fused"}, 2),  # one program per group
+    ],
+)
+def test_programs_are_compiled_ahead_only_where_a_trial_could_load_them(options, expected):
+    from gridbench.search.run import program_representatives
+
+    plan = _plan(**options)
+    assert program_count(plan, len(program_representatives(plan.spec))) == expected
+
+
+def test_one_process_per_four_cores_and_never_more_than_programs():
+    assert [process_count(programs, 16) for programs in (1, 4, 9)] == [1, 4, 4]
+    assert process_count(8, 2) == 1 and process_count(64, 128) == 8
+
+
+def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_what_still_runs(tmp_path):
+    results = tmp_path / "programs-0.jsonl"
+    lines = [
+        {"index": 0, "compile_s": 2.5, "cached": False, "wall_s": 2.6},
+        {"index": 1, "compile_s": 0.1, "cached": True, "wall_s": 0.1},
+        {"index": 2, "error": "ValueError: no", "wall_s": 0.0},
+    ]
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    precompiler = Precompiler([sleeper], [str(results)], time.perf_counter())
+    report = precompiler.report()
+    assert (report.processes, report.programs, report.loaded, report.failed) == (1, 1, 1, 1)
+    assert report.compile_sum_s == 2.5
+    started = time.perf_counter()
+    precompiler.stop()
+    assert sleeper.poll() is not None and time.perf_counter() - started < 5
+
+
+@pytest.mark.slow
+def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while_ray_started(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = gridbench(
+        "search", "digits", "--backend", "jax", "--set", "train_loop=compiled", "--set", "epochs=2",
+        "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--tracking-uri", store,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, (parent,), children = runs_of(store, "digits")
+    metrics = parent.data.metrics
+    assert metrics[schema.PROGRAMS_PRECOMPILED] == 2 and metrics[schema.PRECOMPILE_PROCESSES] == 1
+    assert (
+        metrics[schema.PRECOMPILE_COMPILE_S] > 0 and metrics[schema.PRECOMPILE_S] > metrics[schema.PRECOMPILE_COMPILE_S]
+    )
+    # On a CPU the trials start once the compilations have ended; what that cost is start-up.
+    assert metrics[schema.STARTUP_S] >= metrics[schema.PRECOMPILE_WAIT_S] >= 0
+    assert "programs compiled ahead: 2 by 1 process(es)" in result.stdout
+    sources = sorted((c.data.tags[schema.PROGRAM_CACHED], c.data.tags[schema.PROGRAM_REUSED]) for c in children)
+    # Each program's first trial loaded it from the search's cache; the next trial of it found it in its worker.
+    assert sources == [("yes", "no"), ("yes", "no"), ("yes", "yes"), ("yes", "yes")]
