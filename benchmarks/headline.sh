@@ -14,4 +14,4 @@ for i in $(seq 1 "$repeats"); do
   /usr/bin/time -f "whole command %e s" python3 -m gridbench search mnist --device "$device" "$@" \
     --tracking-uri "sqlite:///$work/mlflow.db" >"$out/$name-$i.txt" 2>&1
 done
-grep -H -E "makespan|first trial|trials' programs|backend jax|whole command|speedup" "$out/$name"-*.txt
+grep -H -E "makespan|first trial|trials. programs|compiled ahead|backend jax|whole command|speedup" "$out/$name"-*.txt

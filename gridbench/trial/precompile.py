@@ -65,6 +65,9 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gridbench.search.precompile import NICENESS
+
+    os.nice(NICENESS)  # compiling ahead must not slow what it runs beside: Ray's start, Tune, a trial
     job_path, results_path = argv if argv is not None else sys.argv[1:]
     with open(job_path, "rb") as job:
         context, indices = pickle.load(job)
