@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -83,3 +84,21 @@ def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while
     sources = sorted((c.data.tags[schema.PROGRAM_CACHED], c.data.tags[schema.PROGRAM_REUSED]) for c in children)
     # Each program's first trial loaded it from the search's cache; the next trial of it found it in its worker.
     assert sources == [("yes", "no"), ("yes", "no"), ("yes", "yes"), ("yes", "yes")]
+
+
+def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_its_trials(monkeypatch):
+    import pickle
+
+    from gridbench.search import precompile
+    from gridbench.search.run import RaySession
+
+    def unpicklable(*args, **kwargs):
+        raise pickle.PicklingError("a user's model defined in a file pickle cannot name")
+
+    monkeypatch.setattr(precompile.Precompiler, "start", unpicklable)
+    session = RaySession()
+    session.precompile(_plan(backend="jax", train_loop="compiled"))
+    directory = session.directory.path
+    assert session.precompiler is None
+    session.stop()
+    assert not os.path.exists(directory)

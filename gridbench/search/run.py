@@ -133,9 +133,12 @@ class RaySession:
             return
         directory = self._search_directory(plan.options.keep_ray_logs)
         context = trial_context(plan, directory.tune_dir, precompiled=True)
-        self.precompiler = precompile.Precompiler.start(
-            plan, context, programs, os.path.join(directory.path, "precompile")
-        )
+        try:
+            self.precompiler = precompile.Precompiler.start(
+                plan, context, programs, os.path.join(directory.path, "precompile")
+            )
+        except Exception:  # noqa: BLE001 - e.g. a user's model that pickle cannot name: its trials compile it
+            self.precompiler = None
 
     def start(self, options: SearchOptions, cpus: int, gpus: int, runtime_env: dict | None = None) -> None:
         _quiet_ray()
