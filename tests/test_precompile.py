@@ -75,6 +75,7 @@ def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while
     _, (parent,), children = runs_of(store, "digits")
     metrics = parent.data.metrics
     assert metrics[schema.PROGRAMS_PRECOMPILED] == 2 and metrics[schema.PRECOMPILE_PROCESSES] == 1
+    assert metrics[schema.PROGRAMS_PRECOMPILE_LOADED] == metrics[schema.PROGRAMS_PRECOMPILE_FAILED] == 0
     assert (
         metrics[schema.PRECOMPILE_COMPILE_S] > 0 and metrics[schema.PRECOMPILE_S] > metrics[schema.PRECOMPILE_COMPILE_S]
     )

@@ -34,10 +34,10 @@ if TYPE_CHECKING:
 
 # XLA's GPU compiler runs on many threads: on an H100's 16 cores, four processes compiling at once took
 # 55-64 s of XLA time for four programs that take 5-6 s each alone, and delayed the first trial's start
-# by 13 s (docs/results/h100-issue15.md). Fewer processes, below the trials' priority.
+# by 13 s (docs/results/h100-issue15.md). Fewer processes, each below the trials' priority
+# (gridbench.trial.precompile.NICENESS).
 CORES_PER_PROCESS = 8
 MAX_PROCESSES = 8
-NICENESS = 10  # the processes yield the cores to Ray's start, Tune and the trials
 
 
 @dataclass(frozen=True)

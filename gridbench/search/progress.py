@@ -260,6 +260,12 @@ def print_search(console: Console, result: SearchResult) -> None:
         console.print(
             f"programs compiled ahead: {s.programs_precompiled} by {s.precompile_processes} process(es) started "
             f"beside Ray, {s.precompile_s:.1f} s (XLA {s.precompile_compile_s:.1f} s in all)"
+            + (f"; {s.programs_precompile_loaded} found in the cache" if s.programs_precompile_loaded else "")
+            + (
+                f"; {s.programs_precompile_failed} failed (their trials compiled them)"
+                if s.programs_precompile_failed
+                else ""
+            )
             + (f"; the trials' start waited {s.precompile_wait_s:.1f} s for them" if s.precompile_wait_s else "")
         )
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)

@@ -101,6 +101,8 @@ class SearchSummary:
     # Programs compiled ahead in processes of their own while Ray started (gridbench.search.precompile).
     precompile_processes: int = 0
     programs_precompiled: int = 0
+    programs_precompile_loaded: int = 0  # found in the compile cache already (--compile-cache persistent)
+    programs_precompile_failed: int = 0  # left to the trials that need them
     precompile_s: float = 0.0  # the processes' wall time, from their start to the last one's end
     precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
     precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches)
@@ -142,6 +144,8 @@ class SearchSummary:
             schema.TRIALS_DIVERGED: self.trials_diverged,
             schema.PRECOMPILE_PROCESSES: self.precompile_processes,
             schema.PROGRAMS_PRECOMPILED: self.programs_precompiled,
+            schema.PROGRAMS_PRECOMPILE_LOADED: self.programs_precompile_loaded,
+            schema.PROGRAMS_PRECOMPILE_FAILED: self.programs_precompile_failed,
             schema.PRECOMPILE_S: self.precompile_s,
             schema.PRECOMPILE_COMPILE_S: self.precompile_compile_s,
             schema.PRECOMPILE_WAIT_S: self.precompile_wait_s,

@@ -186,6 +186,20 @@ PROGRAMS_PRECOMPILED = _metric(
     since=5,
     default=0.0,
 )
+PROGRAMS_PRECOMPILE_LOADED = _metric(
+    "programs_precompile_loaded",
+    On.SEARCH,
+    "programs those processes found in the compile cache already (an earlier search's: --compile-cache persistent)",
+    since=5,
+    default=0.0,
+)
+PROGRAMS_PRECOMPILE_FAILED = _metric(
+    "programs_precompile_failed",
+    On.SEARCH,
+    "programs those processes failed to compile: the trials that need them compile them",
+    since=5,
+    default=0.0,
+)
 PRECOMPILE_S = _metric(
     "precompile_s",
     On.SEARCH,

@@ -27,6 +27,8 @@ import traceback
 
 from gridbench.trial.run import TrialContext, _load_data, configure_process
 
+NICENESS = 10  # these processes yield the cores to what they run beside: Ray's start, Tune, the trials
+
 
 def program_session(entry, context: TrialContext, index: int, data):
     """The session of the search's program `index` (context.programs, or its fused groups); None: not compilable."""
@@ -65,9 +67,7 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gridbench.search.precompile import NICENESS
-
-    os.nice(NICENESS)  # compiling ahead must not slow what it runs beside: Ray's start, Tune, a trial
+    os.nice(NICENESS)
     job_path, results_path = argv if argv is not None else sys.argv[1:]
     with open(job_path, "rb") as job:
         context, indices = pickle.load(job)
