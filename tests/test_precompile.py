@@ -103,3 +103,21 @@ def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_
     assert session.precompiler is None
     session.stop()
     assert not os.path.exists(directory)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_a_gpu_the_trials_load_the_programs_compiled_while_ray_started(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = gridbench(
+        "search", "digits", "--device", "gpu", "--backend", "jax", "--gpus", "1", "--set", "epochs=2",
+        "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--tracking-uri", store,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, (parent,), children = runs_of(store, "digits")
+    assert parent.data.metrics[schema.PROGRAMS_PRECOMPILED] == 2
+    assert parent.data.metrics[schema.PRECOMPILE_WAIT_S] == 0  # on a GPU the trials never wait to start
+    for child in children:
+        tags = child.data.tags
+        assert tags[schema.DEVICE_ACTUAL] == "gpu:0" and tags["train_loop"] == "compiled"
+        assert tags[schema.PROGRAM_CACHED] == "yes" and child.data.metrics[schema.PROGRAMS_AHEAD] == 0
