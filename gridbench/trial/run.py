@@ -47,8 +47,8 @@ class TrialContext:
     compile_cache_dir: str | None = None  # JAX's persistent cache (gridbench.compile_cache); None: off
     inner_axis: str | None = None  # a grid axis trained inside each trial (Workload.inner_axis)
     inner_values: tuple = ()
-    # One configuration per distinct program of the search (gridbench.workloads.program_key):
-    # a GPU worker compiles them ahead of need while its first trial trains.
+    # One configuration per distinct program of the search (gridbench.workloads.program_key), in Tune's
+    # order: the search's own processes compile them ahead (trial.precompile), or else a GPU worker does.
     programs: tuple[Mapping[str, Any], ...] = ()
     # Compiled ahead by processes of their own (gridbench.search.precompile): workers then compile none ahead.
     precompiled: bool = False
