@@ -59,6 +59,13 @@ def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_wha
     report = precompiler.report()
     assert (report.processes, report.programs, report.loaded, report.failed) == (1, 1, 1, 1)
     assert report.compile_sum_s == 2.5
+    # Started before Ray (run_search's order), it is still counted among the search's processes.
+    from gridbench.search.lifecycle import OwnProcesses
+
+    own = OwnProcesses()
+    assert sleeper.pid not in own.seen
+    own.adopt(precompiler.pids)
+    assert [p.pid for p in own.alive()] == [sleeper.pid]
     started = time.perf_counter()
     precompiler.stop()
     assert sleeper.poll() is not None and time.perf_counter() - started < 5

@@ -125,6 +125,14 @@ class OwnProcesses:
         except self._psutil.Error:
             return []
 
+    def adopt(self, pids) -> None:
+        """Counts these children among the search's although they started before (the compilations ahead)."""
+        for pid in pids:
+            try:
+                self.seen[pid] = self._psutil.Process(pid).create_time()
+            except self._psutil.Error:
+                pass
+
     def note(self) -> None:
         for process in self._children():
             if process.pid in self._before or process.pid in self.seen:

@@ -108,6 +108,10 @@ class Precompiler:
             results.append(result)
         return cls(processes, results, started)
 
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self._processes]
+
     def _watch(self, index: int, process: subprocess.Popen) -> None:
         process.wait()
         self._ended[index] = time.perf_counter()

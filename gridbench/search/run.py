@@ -150,6 +150,8 @@ class RaySession:
         # Before OwnProcesses: the watchdog is not among the processes to end; it ends them if this driver is killed.
         self.watchdog = lifecycle.Watchdog(self.directory)
         self.processes = lifecycle.OwnProcesses()
+        if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
+            self.processes.adopt(self.precompiler.pids)
         threading.Thread(target=_import_mlflow, name="gridbench-import-mlflow", daemon=True).start()
         start = time.perf_counter()
         try:
