@@ -86,8 +86,8 @@ def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while
     assert (
         metrics[schema.PRECOMPILE_COMPILE_S] > 0 and metrics[schema.PRECOMPILE_S] > metrics[schema.PRECOMPILE_COMPILE_S]
     )
-    # On a CPU the trials start once the compilations have ended; what that cost is start-up.
-    assert metrics[schema.STARTUP_S] >= metrics[schema.PRECOMPILE_WAIT_S] >= 0
+    # On a CPU the trials start once the compilations have ended; that wait is in the makespan.
+    assert 0 <= metrics[schema.PRECOMPILE_WAIT_S] < metrics[schema.MAKESPAN_S] - metrics[schema.TRIAL_WALL_SUM_S]
     assert "programs compiled ahead: 2 by 1 process(es)" in result.stdout
     sources = sorted((c.data.tags[schema.PROGRAM_CACHED], c.data.tags[schema.PROGRAM_REUSED]) for c in children)
     # Each program's first trial loaded it from the search's cache; the next trial of it found it in its worker.

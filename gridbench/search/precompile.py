@@ -11,7 +11,8 @@ What this costs is recorded, not hidden: the parent run gets the programs compil
 processes, their wall time and XLA's seconds in them; every trial still records what
 getting its program cost it (compile_s, program.cached). On a CPU the trials do not
 start until the compilations have ended, so that none shares the cores of a timed
-epoch; that wait is recorded too (precompile_wait_s) and is part of the start-up.
+epoch; that wait is recorded too (precompile_wait_s) and counts in the makespan, as the
+compilations that trials train beside do on a GPU: only what Ray's start hid is gone.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class PrecompileReport:
     failed: int = 0  # left to the trials that need them
     wall_s: float = 0.0  # from the processes' start to the last one's end
     compile_sum_s: float = 0.0  # the compilations' own seconds, added up
-    wait_s: float = 0.0  # what the trials' start waited for them (CPU searches)
+    wait_s: float = 0.0  # what the trials' start waited for them (CPU searches; in the makespan)
 
 
 def program_count(plan: SearchPlan, programs: int) -> int:

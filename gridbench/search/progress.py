@@ -266,7 +266,11 @@ def print_search(console: Console, result: SearchResult) -> None:
                 if s.programs_precompile_failed
                 else ""
             )
-            + (f"; the trials' start waited {s.precompile_wait_s:.1f} s for them" if s.precompile_wait_s else "")
+            + (
+                f"; the trials waited {s.precompile_wait_s:.1f} s for them, in the makespan"
+                if s.precompile_wait_s
+                else ""
+            )
         )
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)
     if sources:

@@ -105,7 +105,7 @@ class SearchSummary:
     programs_precompile_failed: int = 0  # left to the trials that need them
     precompile_s: float = 0.0  # the processes' wall time, from their start to the last one's end
     precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
-    precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches)
+    precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches), within the makespan
 
     @property
     def training_share(self) -> float:

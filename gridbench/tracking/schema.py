@@ -151,7 +151,8 @@ PARAM_REPEAT = _param("repeat", int, On.TRIAL, "the trial's repeat index")
 MAKESPAN_S = _metric(
     "makespan_s",
     (On.SEARCH, On.SUMMARY),
-    "Tuner.fit() from start to end (a scale: _<count>); a resumed search: the last session's, each at its step",
+    "Tuner.fit() from start to end, with a CPU search's wait for its compilations ahead before it (a scale: "
+    "_<count>); a resumed search: the last session's, each at its step",
 )
 RAY_START_S = _metric("ray_start_s", On.SEARCH, "starting or joining Ray")
 BACKEND_PROBE_S = _metric("backend_probe_s", On.SEARCH, "asking backends whether they see a GPU", since=2, default=0.0)
@@ -173,7 +174,7 @@ TRAINING_SHARE = _metric(
     since=3,
 )
 STARTUP_S = _metric(
-    "startup_s", On.SEARCH, "from the command's start to the trials' (Tune's) start: what overlapping left", since=3
+    "startup_s", On.SEARCH, "from the command's start to the makespan's: what overlapping left", since=3
 )
 # Compiling ahead (gridbench.search.precompile): 0 where a search compiled nothing ahead, or predates it.
 PRECOMPILE_PROCESSES = _metric(
@@ -213,7 +214,8 @@ PRECOMPILE_COMPILE_S = _metric(
 PRECOMPILE_WAIT_S = _metric(
     "precompile_wait_s",
     On.SEARCH,
-    "what the trials' start waited for those processes (CPU searches: no compilation beside a timed epoch)",
+    "what the trials' start waited for those processes, within the makespan (CPU searches: no compilation "
+    "beside a timed epoch)",
     since=5,
     default=0.0,
 )
