@@ -99,6 +99,7 @@ _OPTION_NAMES = (
     "max_concurrent",
     "max_trials",
     "compile_cache",
+    "compile_ahead",
     "tracking_uri",
     "data_dir",
     "synthetic",

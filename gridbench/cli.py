@@ -363,6 +363,13 @@ def _add_compile_cache(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--no-compile-cache", dest="compile_cache", action="store_const", const="off", help="--compile-cache off"
     )
+    command.add_argument(
+        "--compile-ahead",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="compile JAX's programs in processes of their own while Ray starts: on a GPU, and on a CPU of 8 cores "
+        "or more (auto, the default); always (on); or in each program's first trial (off)",
+    )
 
 
 def _shared_options(args: argparse.Namespace) -> dict:
@@ -371,6 +378,7 @@ def _shared_options(args: argparse.Namespace) -> dict:
         "cpus_per_trial": args.cpus_per_trial,
         "max_trials": args.max_trials,
         "compile_cache": args.compile_cache,
+        "compile_ahead": args.compile_ahead,
         "tracking_uri": args.tracking_uri,
         "data_dir": args.data_dir,
         "synthetic": args.synthetic,

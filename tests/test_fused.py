@@ -236,7 +236,7 @@ def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_
     result = gridbench(
         "search", "digits", "--backend", "jax", "--execution", "fused", "--set", "epochs=2",
         "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.01,0.1", "--grid", "dropout=0,0.2",
-        "--tracking-uri", store,
+        "--compile-ahead", "on", "--tracking-uri", store,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "fused: 8 trials in 2 group(s) of 4" in result.stdout

@@ -24,14 +24,20 @@ def _plan(execution: str = "trials", **options):
     return plan_search(spec.with_execution(execution), SearchOptions(cpus_per_trial=1, **options))
 
 
+ON = {"compile_ahead": "on"}
+
+
 @pytest.mark.parametrize(
     "options, expected",
     [
-        ({"backend": "jax", "train_loop": "compiled"}, 2),  # two programs: learning rate is state
-        ({"backend": "jax"}, 0),  # auto on a CPU: Keras fit, which compiles in its trials
-        ({"backend": "tensorflow"}, 0),
-        ({"backend": "jax", "train_loop": "compiled", "compile_cache": "off"}, 0),  # nowhere to leave the programs
-        ({"backend": "jax", "execution": "fused"}, 2),  # one program per group
+        ({"backend": "jax", "train_loop": "compiled", **ON}, 2),  # two programs: learning rate is state
+        ({"backend": "jax", **ON}, 0),  # train_loop auto on a CPU: Keras fit, which compiles in its trials
+        ({"backend": "tensorflow", **ON}, 0),
+        ({"backend": "jax", "train_loop": "compiled", "compile_cache": "off", **ON}, 0),  # nowhere to leave them
+        ({"backend": "jax", "execution": "fused", **ON}, 2),  # one program per group
+        ({"backend": "jax", "train_loop": "compiled", "compile_ahead": "off"}, 0),
+        # auto, on a CPU: only with 8 cores or more (a CPU's trials wait for every compilation)
+        ({"backend": "jax", "train_loop": "compiled", "cpus": 2}, 0),
     ],
 )
 def test_programs_are_compiled_ahead_only_where_a_trial_could_load_them(options, expected):
@@ -76,12 +82,14 @@ def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = gridbench(
         "search", "digits", "--backend", "jax", "--set", "train_loop=compiled", "--set", "epochs=2",
-        "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--tracking-uri", store,
+        "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--compile-ahead", "on",
+        "--tracking-uri", store,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     _, (parent,), children = runs_of(store, "digits")
     metrics = parent.data.metrics
     assert metrics[schema.PROGRAMS_PRECOMPILED] == 2 and metrics[schema.PRECOMPILE_PROCESSES] == 1
+    assert parent.data.tags[schema.COMPILE_AHEAD] == "on"
     assert metrics[schema.PROGRAMS_PRECOMPILE_LOADED] == metrics[schema.PROGRAMS_PRECOMPILE_FAILED] == 0
     assert (
         metrics[schema.PRECOMPILE_COMPILE_S] > 0 and metrics[schema.PRECOMPILE_S] > metrics[schema.PRECOMPILE_COMPILE_S]
@@ -105,7 +113,7 @@ def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_
 
     monkeypatch.setattr(precompile.Precompiler, "start", unpicklable)
     session = RaySession()
-    session.precompile(_plan(backend="jax", train_loop="compiled"))
+    session.precompile(_plan(backend="jax", train_loop="compiled", compile_ahead="on"))
     directory = session.directory.path
     assert session.precompiler is None
     session.stop()

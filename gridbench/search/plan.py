@@ -39,6 +39,8 @@ class SearchOptions:
     max_trials: int = 10_000  # configurations x repeats a search may run: a typo'd grid is refused, not started
     # JAX's persistent compilation cache (gridbench.compile_cache): search (per search), persistent or off.
     compile_cache: str = compile_cache.SEARCH
+    # Compiling the programs in processes of their own while Ray starts (gridbench.search.precompile): auto, on, off.
+    compile_ahead: str = "auto"
     tracking_uri: str | None = None
     data_dir: str | None = None
     synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
@@ -129,6 +131,8 @@ def plan_search(
         raise UserError(
             f"--compile-cache must be one of {', '.join(compile_cache.SETTINGS)}, got {options.compile_cache!r}"
         )
+    if options.compile_ahead not in ("auto", "on", "off"):
+        raise UserError(f"--compile-ahead must be one of auto, on, off, got {options.compile_ahead!r}")
     if options.max_concurrent is not None and options.max_concurrent <= 0:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     if options.address and (options.gpus is not None or options.cpus is not None):

@@ -40,6 +40,13 @@ if TYPE_CHECKING:
 CORES_PER_PROCESS = 8
 MAX_PROCESSES = 8
 
+# --compile-ahead. auto: on a GPU, and on a CPU of CORES_PER_PROCESS cores or more. On the developer
+# machine's 2 cores a CPU search's one process shared the cores with Ray's start, and its trials,
+# which wait for every compilation, started 4 s later with no shorter makespan
+# (docs/results/h100-issue15/precompile/cpu-2core).
+AUTO, ON, OFF = "auto", "on", "off"
+SETTINGS = (AUTO, ON, OFF)
+
 
 @dataclass(frozen=True)
 class PrecompileReport:
@@ -57,6 +64,10 @@ class PrecompileReport:
 def program_count(plan: SearchPlan, programs: int) -> int:
     """Programs worth compiling ahead for `plan` (0: none), given `programs` distinct programs in its grid."""
     spec, options = plan.spec, plan.options
+    if options.compile_ahead == OFF or (
+        options.compile_ahead == AUTO and options.device == "cpu" and plan.cpus < CORES_PER_PROCESS
+    ):
+        return 0
     if options.address or plan.backend != "jax" or spec.workload.framework != "keras":
         return 0  # a cluster's nodes compile into caches of their own; other backends have no compiled loop
     if options.compile_cache == compile_cache.OFF or plan.data_parallel:

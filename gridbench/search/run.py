@@ -414,6 +414,7 @@ def search_tags(
         schema.EXECUTION: plan.execution,
         **(extra_tags or {}),
         schema.COMPILE_CACHE: compile_cache.tag(options.compile_cache, plan.backend),
+        schema.COMPILE_AHEAD: options.compile_ahead,
     }
 
 

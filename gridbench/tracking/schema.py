@@ -177,6 +177,9 @@ STARTUP_S = _metric(
     "startup_s", On.SEARCH, "from the command's start to the makespan's: what overlapping left", since=3
 )
 # Compiling ahead (gridbench.search.precompile): 0 where a search compiled nothing ahead, or predates it.
+COMPILE_AHEAD = _tag(
+    "compile_ahead", On.SEARCH, "--compile-ahead: auto, on or off (older searches: off)", since=5, default="off"
+)
 PRECOMPILE_PROCESSES = _metric(
     "precompile_processes", On.SEARCH, "processes that compiled the search's programs ahead", since=5, default=0.0
 )
