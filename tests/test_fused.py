@@ -151,6 +151,19 @@ def test_compare_shows_the_execution_strategy_as_a_difference_not_a_refusal():
     assert "strategy: execution: trials" in compare_report.render(comparison, "markdown")
 
 
+def test_compare_says_which_search_compiled_its_programs_ahead():
+    from test_compare import PRICES, search, trial
+
+    from gridbench.compare import compare
+
+    trials = [trial("a=1 b=x", 2.0, 0.2), trial("a=2 b=x", 2.0, 0.2)]
+    cpu = search("r1", "cpu", trials, 10.0, execution="trials")
+    gpu = search("r2", "gpu", trials, 4.0, execution="trials", metrics={schema.PRECOMPILE_PROCESSES: 2.0})
+    (difference,) = compare([cpu, gpu], PRICES).strategy_differences
+    assert difference.startswith("programs compiled ahead: no (in each program's first trial) (cpu")
+    assert " vs by 2 process(es) while Ray started (gpu" in difference
+
+
 # --- A fused member against the same configuration alone (JAX on CPU, no Ray) --------------------------------------
 
 SAME_AS_ALONE = """

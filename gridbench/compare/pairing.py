@@ -201,14 +201,23 @@ STRATEGY = (schema.EXECUTION,)
 
 
 def strategy_differences(searches: Sequence[SearchRun]) -> list[str]:
-    """'execution: fused (label) vs trials (label)' for each search whose strategy differs from the baseline's."""
+    """'execution: fused (label) vs trials (label)' for each search whose strategy differs from the baseline's,
+    and where one compiled its programs ahead (gridbench.search.precompile) and another did not."""
     base, found = searches[0], []
     for other in searches[1:]:
         for key in STRATEGY:
             mine, theirs = base.tags.get(key), other.tags.get(key)
             if mine != theirs:
                 found.append(f"{key}: {mine} ({base.label}) vs {theirs} ({other.label})")
+        mine, theirs = _compiled_ahead(base), _compiled_ahead(other)
+        if mine != theirs:
+            found.append(f"programs compiled ahead: {mine} ({base.label}) vs {theirs} ({other.label})")
     return found
+
+
+def _compiled_ahead(search: SearchRun) -> str:
+    processes = int(search.metrics.get(schema.PRECOMPILE_PROCESSES, 0))
+    return f"by {processes} process(es) while Ray started" if processes else "no (in each program's first trial)"
 
 
 def _finished_by_config(search: SearchRun, metrics: tuple[str, str]) -> dict[str, list[TrialRun]]:
