@@ -365,8 +365,8 @@ def _add_compile_cache(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--compile-ahead",
-        choices=("auto", "on", "off"),
-        default="auto",
+        choices=compile_cache.AHEAD_SETTINGS,
+        default=compile_cache.AHEAD_AUTO,
         help="compile JAX's programs in processes of their own while Ray starts: on a GPU, and on a CPU of 8 cores "
         "or more (auto, the default); always (on); or in each program's first trial (off)",
     )

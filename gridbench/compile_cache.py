@@ -27,6 +27,11 @@ from pathlib import Path
 
 SEARCH, PERSISTENT, OFF = "search", "persistent", "off"
 SETTINGS = (SEARCH, PERSISTENT, OFF)
+
+# --compile-ahead: whether the search's own processes compile its programs while Ray starts
+# (gridbench.search.precompile says when auto does).
+AHEAD_AUTO, AHEAD_ON, AHEAD_OFF = "auto", "on", "off"
+AHEAD_SETTINGS = (AHEAD_AUTO, AHEAD_ON, AHEAD_OFF)
 CACHE_DIR_ENV = "GRIDBENCH_CACHE_DIR"
 MAX_SIZE_BYTES = 2 * 1024**3  # JAX evicts the least recently used entries beyond this
 

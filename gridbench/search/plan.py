@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from gridbench import compile_cache, environment
+from gridbench.compile_cache import AHEAD_AUTO
 from gridbench.datasets import SHAPES, DataSource
 from gridbench.errors import UserError
 from gridbench.search import backends, fusion, placement, user_check
@@ -40,7 +41,7 @@ class SearchOptions:
     # JAX's persistent compilation cache (gridbench.compile_cache): search (per search), persistent or off.
     compile_cache: str = compile_cache.SEARCH
     # Compiling the programs in processes of their own while Ray starts (gridbench.search.precompile): auto, on, off.
-    compile_ahead: str = "auto"
+    compile_ahead: str = AHEAD_AUTO
     tracking_uri: str | None = None
     data_dir: str | None = None
     synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
@@ -131,8 +132,10 @@ def plan_search(
         raise UserError(
             f"--compile-cache must be one of {', '.join(compile_cache.SETTINGS)}, got {options.compile_cache!r}"
         )
-    if options.compile_ahead not in ("auto", "on", "off"):
-        raise UserError(f"--compile-ahead must be one of auto, on, off, got {options.compile_ahead!r}")
+    if options.compile_ahead not in compile_cache.AHEAD_SETTINGS:
+        raise UserError(
+            f"--compile-ahead must be one of {', '.join(compile_cache.AHEAD_SETTINGS)}, got {options.compile_ahead!r}"
+        )
     if options.max_concurrent is not None and options.max_concurrent <= 0:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     if options.address and (options.gpus is not None or options.cpus is not None):

@@ -34,18 +34,16 @@ if TYPE_CHECKING:
     from gridbench.trial import TrialContext
 
 # XLA's GPU compiler runs on many threads: on an H100's 16 cores, four processes compiling at once took
-# 55-64 s of XLA time for four programs that take 5-6 s each alone, and delayed the first trial's start
-# by 13 s (docs/results/h100-issue15.md). Fewer processes, each below the trials' priority
+# 55-64 s of XLA time for four programs that take 4.5-6 s each alone, and Tune took up to 14 s instead of
+# 3-5 s to start the first trial (docs/results/h100-issue15.md). Fewer processes, each below the trials' priority
 # (gridbench.trial.precompile.NICENESS).
 CORES_PER_PROCESS = 8
 MAX_PROCESSES = 8
 
-# --compile-ahead. auto: on a GPU, and on a CPU of CORES_PER_PROCESS cores or more. On the developer
+# --compile-ahead auto: on a GPU, and on a CPU of CORES_PER_PROCESS cores or more. On the developer
 # machine's 2 cores a CPU search's one process shared the cores with Ray's start, and its trials,
 # which wait for every compilation, started 4 s later with no shorter makespan
 # (docs/results/h100-issue15/precompile/cpu-2core).
-AUTO, ON, OFF = "auto", "on", "off"
-SETTINGS = (AUTO, ON, OFF)
 
 
 @dataclass(frozen=True)
@@ -64,8 +62,8 @@ class PrecompileReport:
 def program_count(plan: SearchPlan, programs: int) -> int:
     """Programs worth compiling ahead for `plan` (0: none), given `programs` distinct programs in its grid."""
     spec, options = plan.spec, plan.options
-    if options.compile_ahead == OFF or (
-        options.compile_ahead == AUTO and options.device == "cpu" and plan.cpus < CORES_PER_PROCESS
+    if options.compile_ahead == compile_cache.AHEAD_OFF or (
+        options.compile_ahead == compile_cache.AHEAD_AUTO and options.device == "cpu" and plan.cpus < CORES_PER_PROCESS
     ):
         return 0
     if options.address or plan.backend != "jax" or spec.workload.framework != "keras":
@@ -128,13 +126,12 @@ class Precompiler:
         process.wait()
         self._ended[index] = time.perf_counter()
 
-    def wait(self) -> float:
-        """Waits until every process has ended; returns the seconds waited."""
+    def wait(self) -> None:
+        """Waits until every process has ended, adding the seconds to wait_s."""
         start = time.perf_counter()
         for process in self._processes:
             process.wait()
         self.wait_s += time.perf_counter() - start
-        return self.wait_s
 
     def stop(self, grace_s: float = 3.0) -> None:
         """Ends, by PID, the processes still compiling (the search ended or failed before they did)."""

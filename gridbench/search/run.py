@@ -128,8 +128,10 @@ class RaySession:
         plan_search calls it as soon as the plan is complete, while Ray is still starting;
         run_search calls it otherwise (gridbench.search.precompile).
         """
+        if self.precompiler is not None:
+            return
         programs = precompile.program_count(plan, len(program_representatives(plan.spec)))
-        if programs == 0 or self.precompiler is not None:
+        if programs == 0:
             return
         directory = self._search_directory(plan.options.keep_ray_logs)
         context = trial_context(plan, directory.tune_dir, precompiled=True)

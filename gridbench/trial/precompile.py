@@ -10,8 +10,9 @@ each under the same per-program lock the trials take (gridbench.workloads.progra
 A trial that needs a program then loads it from the cache (program.cached), or waits
 for the compilation under way and loads it after.
 
-They are separate processes, not threads in a worker, because compiling beside a
-trial in its own process starved it (tracing holds the GIL: docs/results/h100-issue15.md).
+They are separate processes, not threads in a worker, because compiling in threads
+beside a trial in its own process starved it: 30 s for its own program, against about
+4 s alone (docs/results/h100-issue15.md).
 Each compiled program is one JSON line in RESULTS, which the driver reads back for the
 search's record; nothing is written to the store from here.
 """
