@@ -271,7 +271,10 @@ def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_
         assert tags[schema.PROGRAM_CACHED] == "yes"
         assert metrics[schema.STEADY_EPOCH_S] == pytest.approx(metrics[schema.GROUP_STEADY_EPOCH_S] / 4)
         assert metrics[schema.TRIAL_WALL_S] == pytest.approx(metrics[schema.GROUP_WALL_S] / 4)
-        assert metrics[schema.WARMUP_EPOCH_S] > metrics[schema.STEADY_EPOCH_S]
+        # The warm-up epoch is kept apart, as the group's share. It is not necessarily slower: the program is
+        # compiled before it (ahead, here), and on 2 busy cores it once ran 0.00233 s against a 0.00246 s steady.
+        assert metrics[schema.WARMUP_EPOCH_S] == pytest.approx(metrics[schema.GROUP_WARMUP_EPOCH_S] / 4)
+        assert metrics[schema.WARMUP_EPOCH_S] > 0
         assert 0.1 < metrics[schema.TEST_ACCURACY] <= 1 and metrics[schema.TRAIN_LOSS] > 0
     # Each member's own accuracy, not the group's.
     assert len({c.data.metrics[schema.TEST_ACCURACY] for c in children}) > 2
