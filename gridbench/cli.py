@@ -282,7 +282,8 @@ def _search(args: argparse.Namespace) -> int:
     from gridbench.search.run import RaySession
 
     spec = _load(args)
-    session = RaySession()
+    # The store opens while Ray starts, except where --resume reads it first.
+    session = RaySession(open_store_early=not args.resume)
     named = backends.parse_flag(args.backend)
     if args.device == "both":
         from gridbench.compare.prices import PriceTable
@@ -294,7 +295,7 @@ def _search(args: argparse.Namespace) -> int:
     else:
         try:  # Ray starts while the backends are asked about GPUs
             options = _search_options(args, args.device, named.get(args.device))
-            plans = [plan_search(spec, options, session.start, session.precompile)]
+            plans = [plan_search(spec, options, session.start, session.planned)]
         except BaseException:
             session.stop()
             raise

@@ -200,7 +200,58 @@ def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
         shutil.rmtree(directory.path, ignore_errors=True)
 
 
+def test_the_store_opens_early_once_and_only_for_a_local_ray(store):
+    from gridbench.search.run import RaySession
+    from gridbench.tracking.journaled import JournaledRecorder
+
+    local = plan_search(digits(), SearchOptions(tracking_uri=store, backend="tensorflow"))
+    session = RaySession(open_store_early=True)
+    try:
+        session.planned(local)
+        recorder, stale = session.take_store().result(timeout=60)
+        assert isinstance(recorder, JournaledRecorder) and recorder.parent_run_id is None and stale == []
+        assert session.take_store() is None  # taken once: run_search opens none of its own then
+    finally:
+        session.stop()
+    cluster = plan_search(digits(), SearchOptions(tracking_uri=store, backend="tensorflow", address="127.0.0.1:1"))
+    session = RaySession(open_store_early=True)
+    try:
+        session.planned(cluster)  # a bad --address must leave no store: it opens once Ray has joined
+        assert session.take_store() is None
+    finally:
+        session.stop()
+    unasked = RaySession()
+    try:
+        unasked.planned(local)  # --resume reads the store before the search writes it
+        assert unasked.take_store() is None
+    finally:
+        unasked.stop()
+
+
 # --- slow: real Ray ----------------------------------------------------------------------------------------------
+
+
+def _is_ray_worker(process: psutil.Process) -> bool:
+    """A Ray worker: "ray::IDLE" (or its task) once started, default_worker.py while it starts; not the raylet."""
+    command = process.cmdline()
+    if not command or process.name() == "raylet":
+        return False
+    return command[0].startswith("ray::IDLE") or any(part.endswith("default_worker.py") for part in command)
+
+
+@pytest.mark.slow
+def test_a_local_ray_starts_no_worker_before_a_trial_asks_for_one():
+    """Tune's actors never take the idle workers Ray starts ahead (one per core), so none is started."""
+    from gridbench.search.run import RaySession
+
+    session = RaySession()
+    try:
+        session.start(SearchOptions(), cpus=2, gpus=0)
+        time.sleep(1.0)  # Ray starts its idle workers asynchronously, within a second on this machine
+        workers = [p.cmdline() for p in psutil.Process().children(recursive=True) if _is_ray_worker(p)]
+        assert workers == []
+    finally:
+        session.stop()
 
 
 def _search_command(store: str, *args: str) -> list[str]:

@@ -124,7 +124,7 @@ def plan_search(
     `while_probing(options, cpus, gpus, runtime_env)` runs meanwhile (the search starts Ray then,
     gridbench.search.run.RaySession.start). Only the checks that depend on the backend come after;
     `when_planned(plan)` is then called with the finished plan, still beside Ray's start (the
-    search starts compiling its programs then, RaySession.precompile).
+    search starts compiling its programs and opening its store then, RaySession.planned).
     """
     if options.device not in DEVICES:
         raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
@@ -89,6 +89,10 @@ def _start_ray(
         num_gpus=gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
         include_dashboard=False,
         _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
+        # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
+        # never take them: Tune gives its actors a runtime_env of their own (PL_DISABLE_FORK), and Ray hands
+        # an actor only a worker started with the same one. So Ray starts each trial's worker when it is due.
+        _system_config={"prestart_worker_first_driver": False},
         **quiet,
     )
 
@@ -97,19 +101,23 @@ class RaySession:
     """This search's Ray and what it leaves behind: started once, stopped on every path.
 
     It starts early where it can: plan_search calls `start` (its `while_probing`) while
-    the backends are asked about GPUs in subprocesses, and MLflow is imported meanwhile
-    in a thread, for the store that opens next. Otherwise run_search starts it. `stop`
+    the backends are asked about GPUs in subprocesses, and MLflow and Ray Tune are
+    imported meanwhile in a thread. Once the plan is complete, still beside Ray's start,
+    `planned` starts compiling the programs ahead and, with `open_store_early`, opening
+    the store. Otherwise run_search starts Ray, and opens the store beside it. `stop`
     shuts Ray down, ends by PID what it started, removes the search's directory and
     restores the signal handlers, also when planning fails after the start.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, open_store_early: bool = False) -> None:
         self.ray_start_s: float | None = None
         self.signals: lifecycle.StopSignals | None = None
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
         self.watchdog: lifecycle.Watchdog | None = None
         self.precompiler: Precompiler | None = None
+        self.open_store_early = open_store_early
+        self._store: Future | None = None  # the default store, opening since the plan was complete
         self._lock = threading.Lock()  # planning's thread may start compiling ahead while this one starts Ray
 
     @property
@@ -122,11 +130,28 @@ class RaySession:
                 self.directory = lifecycle.SearchDirectory(keep=keep)
             return self.directory
 
+    def planned(self, plan: SearchPlan) -> None:
+        """What the complete plan lets start beside Ray's start: compiling ahead, and the store's opening.
+
+        plan_search calls it as soon as the plan is complete, while Ray is still starting. The
+        store opens early only on a local Ray: joining a cluster fails on a bad --address, which
+        must leave no store behind, and a local Ray's start has no input left to refuse.
+        """
+        self.precompile(plan)
+        if self.open_store_early and not plan.options.address and self._store is None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gridbench-open-store")
+            self._store = pool.submit(_open_store, open_journaled_recorder, plan)
+            pool.shutdown(wait=False)  # its one task goes on; run_search takes its result
+
+    def take_store(self) -> Future | None:
+        """The default store's opening, if `planned` started it: once."""
+        store, self._store = self._store, None
+        return store
+
     def precompile(self, plan: SearchPlan) -> None:
         """Starts compiling the plan's programs ahead, in processes of their own, where it has any (once).
 
-        plan_search calls it as soon as the plan is complete, while Ray is still starting;
-        run_search calls it otherwise (gridbench.search.precompile).
+        `planned` calls it; run_search calls it otherwise (gridbench.search.precompile).
         """
         if self.precompiler is not None:
             return
@@ -154,7 +179,7 @@ class RaySession:
         self.processes = lifecycle.OwnProcesses()
         if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
             self.processes.adopt(self.precompiler.pids)
-        threading.Thread(target=_import_mlflow, name="gridbench-import-mlflow", daemon=True).start()
+        threading.Thread(target=_import_for_later, name="gridbench-import", daemon=True).start()
         start = time.perf_counter()
         try:
             _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
@@ -186,10 +211,13 @@ class RaySession:
         if self.signals is not None:
             self.signals.restore()
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
+        self._store = None  # opened and never taken (the command failed after planning): it wrote no run
 
 
-def _import_mlflow() -> None:
-    import mlflow  # noqa: F401  (imported for its side effect: the store then opens without waiting for it)
+def _import_for_later() -> None:
+    # Imported for their side effect, beside Ray's start: the store then opens, and Tune starts, without waiting.
+    import mlflow  # noqa: F401
+    from ray import tune  # noqa: F401
 
 
 def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None:
@@ -350,8 +378,9 @@ def _start(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Record
 
     session.precompile(plan)  # unless planning started it: XLA compiles while Ray starts
     # Importing MLflow and opening its store takes seconds; do it while Ray starts.
+    early = session.take_store() if open_recorder is open_journaled_recorder else None
     with ThreadPoolExecutor(max_workers=1) as pool:
-        opening = pool.submit(_open_store, open_recorder, plan)
+        opening = early or pool.submit(_open_store, open_recorder, plan)
         if not session.started:
             session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec))
         ray_start_s = session.ray_start_s
