@@ -1,0 +1,62 @@
+"""Where a search's driver spends its start-up: `gridbench` run with its start-up steps stamped.
+
+    python benchmarks/driver_timeline.py search mnist --device gpu [more gridbench arguments]
+
+Prints "[trace] SECONDS > step" and "< step" on stderr, in seconds since the process was
+created (the command's start, as time_to_first_trial_s counts it), for planning, Ray's
+start, the store's opening, compiling ahead, the recording callback and Tune's fit,
+then the command's own output. Run it from an empty directory, as a user types the command.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+
+import psutil
+
+STARTED = psutil.Process().create_time()
+
+
+def stamp(label: str) -> None:
+    print(f"[trace] {time.time() - STARTED:6.2f} {label}", file=sys.stderr, flush=True)
+
+
+def stamped(owner, name: str) -> None:
+    """Replaces owner.name with a version that stamps its start and end."""
+    function = getattr(owner, name)
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        stamp(f"> {name}")
+        try:
+            return function(*args, **kwargs)
+        finally:
+            stamp(f"< {name}")
+
+    setattr(owner, name, wrapper)
+
+
+def main() -> int:
+    stamp("python started, importing gridbench")
+    import gridbench.cli as cli
+    import gridbench.search as search
+    import gridbench.search.run as run
+
+    for name in ("_start_ray", "_open_store", "_recording_callback", "_fit", "_start"):
+        stamped(run, name)
+    for name in ("planned", "precompile"):
+        if hasattr(run.RaySession, name):  # older commits have precompile only
+            stamped(run.RaySession, name)
+    stamped(search, "plan_search")  # the CLI imports it from gridbench.search when it runs
+    stamp("gridbench imported")
+    sys.argv = ["gridbench", *sys.argv[1:]]
+    try:
+        return cli.main()
+    finally:
+        stamp("end")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
