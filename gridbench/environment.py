@@ -32,6 +32,22 @@ LIBRARIES = (
 )
 
 
+# Variables that change what the frameworks compile or how they compute, recorded where set: on an H100,
+# XLA_FLAGS=--xla_gpu_enable_triton_gemm=false cut an MLP program's compilation from 5.2 s to 1.8 s and made its
+# epochs 1.4x slower (docs/results/h100-issue15.md).
+TUNING_VARIABLES = (
+    "XLA_FLAGS",
+    "TF_XLA_FLAGS",
+    "JAX_DEFAULT_MATMUL_PRECISION",
+    "JAX_ENABLE_X64",
+    "NVIDIA_TF32_OVERRIDE",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "TF_GPU_ALLOCATOR",
+    "PYTORCH_CUDA_ALLOC_CONF",
+)
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -122,6 +138,7 @@ def collect() -> dict[str, str]:
         "memory_gib": f"{psutil.virtual_memory().total / 2**30:.1f}",
     }
     tags.update({f"version.{name}": version for name, version in library_versions().items()})
+    tags.update({f"env.{name}": os.environ[name] for name in TUNING_VARIABLES if os.environ.get(name)})
     found = gpus()
     tags["gpu.count"] = str(len(found))
     for gpu in found:

@@ -127,10 +127,23 @@ def test_searches_that_measure_different_things_are_refused(change, message):
 
 def test_environment_differences_are_shown_not_refused():
     cpu, gpu = cpu_and_gpu()
-    gpu = search("gpu-run", "gpu", gpu.trials, 25.0, **{"cpu.model": "EPYC", "version.keras": "3.16.0"})
+    flags = {"env.XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"}
+    gpu = search("gpu-run", "gpu", gpu.trials, 25.0, **{"cpu.model": "EPYC", "version.keras": "3.16.0", **flags})
     result = compare([cpu, gpu], PRICES)
     assert "cpu.model: Xeon vs EPYC" in result.environment_differences
     assert "version.keras: 3.15.1 vs 3.16.0" in result.environment_differences
+    assert "env.XLA_FLAGS: - vs --xla_gpu_enable_triton_gemm=false" in result.environment_differences
+
+
+def test_the_environment_records_the_variables_that_change_what_is_compiled_where_set(monkeypatch):
+    from gridbench import environment
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=0")
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    monkeypatch.setenv("UNRELATED_SETTING", "1")
+    tags = environment.collect()
+    assert tags["env.XLA_FLAGS"] == "--xla_gpu_autotune_level=0"
+    assert "env.NVIDIA_TF32_OVERRIDE" not in tags and "env.UNRELATED_SETTING" not in tags
 
 
 def test_one_search_is_not_a_comparison():

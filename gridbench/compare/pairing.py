@@ -183,9 +183,8 @@ def check_comparable(searches: Sequence[SearchRun], allow_mismatch: bool) -> tup
             if a.get(key) != b.get(key):
                 found = f"param {key}: {a.get(key)} ({base.label}) vs {b.get(key)} ({other.label})"
                 (differences if key in HOW_NOT_WHAT else mismatches).append(found)
-        for key in ENVIRONMENT + tuple(
-            sorted(k for k in set(base.tags) | set(other.tags) if k.startswith(schema.VERSION_PREFIX))
-        ):
+        prefixed = (schema.VERSION_PREFIX, schema.ENV_PREFIX)
+        for key in ENVIRONMENT + tuple(sorted(k for k in set(base.tags) | set(other.tags) if k.startswith(prefixed))):
             if base.tags.get(key) != other.tags.get(key):
                 differences.append(f"{key}: {base.tags.get(key, '-')} vs {other.tags.get(key, '-')}")
     if mismatches and not allow_mismatch:

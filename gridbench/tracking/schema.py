@@ -142,6 +142,12 @@ CPU_CORES_USABLE = _tag("cpu.cores_usable", On.SEARCH, "cores this process may r
 GPU_COUNT = _tag("gpu.count", On.SEARCH, "GPUs NVML sees")
 GPU_PREFIX = _tag("gpu.", On.SEARCH, "gpu.<index>.name, .memory_gib, .driver, .cuda_driver: each GPU's facts")
 VERSION_PREFIX = _tag("version.", BOTH, "version.<library>: library versions")
+ENV_PREFIX = _tag(
+    "env.",
+    On.SEARCH,
+    "env.<VARIABLE>: a variable that changes what the frameworks compile or compute (XLA_FLAGS, ...), where set "
+    "in the driver (a local Ray's workers inherit it)",
+)
 
 PARAM_REPEATS = _param("repeats", int, On.SEARCH, "each configuration's repeats")
 PARAM_SEED = _param("seed", int, BOTH, "the spec's seed (a repeat adds its index)")
