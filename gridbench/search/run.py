@@ -161,9 +161,7 @@ class RaySession:
         directory = self._search_directory(plan.options.keep_ray_logs)
         context = trial_context(plan, directory.tune_dir, precompiled=True)
         try:
-            self.precompiler = precompile.Precompiler.start(
-                plan, context, programs, os.path.join(directory.path, "precompile")
-            )
+            self.precompiler = Precompiler.start(plan, context, programs, os.path.join(directory.path, "precompile"))
         except Exception:  # noqa: BLE001 - e.g. a user's model that pickle cannot name: its trials compile it
             self.precompiler = None
 
