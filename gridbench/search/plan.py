@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from gridbench import compile_cache, environment
+from gridbench.compile_cache import AHEAD_AUTO
 from gridbench.datasets import SHAPES, DataSource
 from gridbench.errors import UserError
 from gridbench.search import backends, fusion, placement, user_check
@@ -40,7 +41,7 @@ class SearchOptions:
     # JAX's persistent compilation cache (gridbench.compile_cache): search (per search), persistent or off.
     compile_cache: str = compile_cache.SEARCH
     # Compiling the programs in processes of their own while Ray starts (gridbench.search.precompile): auto, on, off.
-    compile_ahead: str = compile_cache.AHEAD_AUTO
+    compile_ahead: str = AHEAD_AUTO
     tracking_uri: str | None = None
     data_dir: str | None = None
     synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
