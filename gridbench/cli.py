@@ -260,6 +260,12 @@ def _add_compare_options(parser: argparse.ArgumentParser) -> None:
         "--out", metavar="DIR", help="also write the comparison's files here (plots, tables, report.html)"
     )
     group.add_argument("--html", metavar="FILE", help="also write the comparison as one self-contained HTML page")
+    group.add_argument(
+        "--project",
+        metavar="SIZE",
+        help="also project the pair to this size, e.g. epochs=50,configs=200,repeats=3 (keys: epochs, configs, "
+        "repeats, concurrency)",
+    )
 
 
 def _load(args: argparse.Namespace):
@@ -288,7 +294,10 @@ def _search(args: argparse.Namespace) -> int:
     if args.device == "both":
         from gridbench.compare.prices import PriceTable
 
+        from gridbench.compare.projection import parse_sizes
+
         PriceTable.load(args.prices, args.price)  # bad prices should fail now, not after two searches
+        parse_sizes(args.project, args.max_trials)
         plans = plan_pair(
             spec, _search_options(args, "cpu", named.get("cpu")), _search_options(args, "gpu", named.get("gpu"))
         )
@@ -483,13 +492,15 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
     from gridbench.compare import compare
     from gridbench.compare import report as compare_report
     from gridbench.compare.prices import PriceTable
+    from gridbench.compare.projection import parse_sizes
     from gridbench.tracking import read_search
 
     if len(run_ids) < 2:
         raise UserError("compare needs at least two searches; give two run ids or --experiment NAME")
     prices = PriceTable.load(args.prices, args.price)
+    sizes = parse_sizes(args.project, getattr(args, "max_trials", None) or 10_000)
     searches = [read_search(tracking_uri, run_id) for run_id in run_ids]
-    comparison = compare(searches, prices, target=args.target, allow_mismatch=args.allow_mismatch)
+    comparison = compare(searches, prices, target=args.target, allow_mismatch=args.allow_mismatch, project=sizes)
     if args.output_format == "table":
         compare_report.print_table(console, comparison)
     else:

@@ -17,8 +17,8 @@ from gridbench.spec import load_spec
 from gridbench.tracking.records import SearchSummary, TrialRecord
 
 
-def summary(makespan: float, concurrency: int, wall_sum: float, epochs_sum: float = 0.0) -> SearchSummary:
-    return SearchSummary(8, 8, 0, concurrency, makespan, 5.0, 9.0, wall_sum, 0.9, epochs_sum_s=epochs_sum)
+def summary(makespan: float, concurrency: int, wall_sum: float, training_sum: float = 0.0) -> SearchSummary:
+    return SearchSummary(8, 8, 0, concurrency, makespan, 5.0, 9.0, wall_sum, 0.9, training_sum_s=training_sum)
 
 
 def trial(wall: float, epoch: float) -> TrialRecord:

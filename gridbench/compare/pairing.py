@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from gridbench import account
+from gridbench.compare import projection
 from gridbench.compare.prices import PriceTable
 from gridbench.compare.statistics import Ratio, geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
@@ -84,6 +86,14 @@ class Pairing:
     makespan_speedup: float | None
     cpu_faster: tuple[str, ...]  # configurations where the CPU side trained faster (trial wall time)
     cpu_cheaper: tuple[str, ...]
+    # Without the one-off parts (start-up, compiling, workers' start, end): the trials at their steady cost.
+    speedup_steady: float | None = None
+    projection: projection.Projection | None = None
+
+    @property
+    def speedup_as_run(self) -> float | None:
+        """The makespans' ratio, one-off parts and all: what this search's size showed."""
+        return self.makespan_speedup
 
 
 @dataclass(frozen=True)
@@ -95,9 +105,10 @@ class SearchFigures:
     relative_time: float | None  # to the baseline
     relative_cost: float | None
     failed: tuple[str, ...]
-    # Timed epochs / (makespan x concurrency), as the search's parent run holds it; None for a run
+    # Steady training / (makespan x concurrency), as the search's parent run holds it; None for a run
     # written before schema 3 (never estimated from its trials).
     training_share: float | None = None
+    account: account.Account | None = None  # None: recorded before schema 6
 
 
 @dataclass
@@ -133,7 +144,9 @@ class Comparison:
                     "label": s.label,
                     "device": s.tags.get(schema.DEVICE),
                     "backend": s.tags.get(schema.BACKEND),
-                    **{k: v for k, v in vars(f).items()},
+                    **{k: v for k, v in vars(f).items() if k != "account"},
+                    "account": f.account.to_dict() if f.account else None,
+                    "whole_command_s": f.account.whole_command_s if f.account else None,
                 }
                 for s, f in zip(self.searches, self.figures)
             ],
@@ -142,6 +155,9 @@ class Comparison:
                     "baseline": self.baseline.run_id,
                     "other": p.other.run_id,
                     "makespan_speedup": p.makespan_speedup,
+                    "speedup_as_run": p.speedup_as_run,
+                    "speedup_steady": p.speedup_steady,
+                    "projection": p.projection.to_dict() if p.projection else None,
                     "geomean_speedup": dict(p.geomean_speedup),
                     "configurations": {row.key: row.to_dict() for row in p.rows},
                     "only_in_baseline": list(p.only_in_baseline),
@@ -155,6 +171,10 @@ class Comparison:
             "environment_differences": list(self.environment_differences),
             "strategy_differences": list(self.strategy_differences),
             "prices": dict(self.prices),
+            # The first pair's projection, row by row (each pairing holds its own).
+            "projection": [r.to_dict() for r in self.pairings[0].projection.rows]
+            if self.pairings and self.pairings[0].projection
+            else [],
         }
 
 
@@ -250,6 +270,12 @@ def _measured(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
 
+def _steady_speedup(base: account.Account | None, other: account.Account | None) -> float | None:
+    if base is None or other is None or not other.steady_s:
+        return None
+    return base.steady_s / other.steady_s
+
+
 def _float(text: str | None) -> float:
     try:
         return float(text) if text else 0.0
@@ -262,7 +288,9 @@ def compare(
     prices: PriceTable,
     target: float | None = None,
     allow_mismatch: bool = False,
+    project: Mapping[str, int] | None = None,
 ) -> Comparison:
+    """Pairs each search with the first; `project` is a size to project the pairs to (projection.parse_sizes)."""
     mismatches, differences = check_comparable(searches, allow_mismatch)
     base = searches[0]
     metric = base.tags[schema.METRIC]
@@ -291,6 +319,7 @@ def compare(
                 relative_cost=cost / base_cost if cost is not None and base_cost else None,
                 failed=tuple(sorted(f"{t.key} #{t.repeat}" for t in search.trials if not t.finished)),
                 training_share=_measured(search.metrics.get(schema.TRAINING_SHARE)),
+                account=account.Account.from_metrics(search.metrics),
             )
         )
 
@@ -332,6 +361,10 @@ def compare(
                 makespan_speedup=base_makespan / other_makespan if base_makespan and other_makespan else None,
                 cpu_faster=tuple(cpu_faster),
                 cpu_cheaper=tuple(cpu_cheaper),
+                speedup_steady=_steady_speedup(figures[0].account, figures[len(pairings) + 1].account),
+                projection=projection.project(
+                    base, other, (figures[0].price_per_hour, figures[len(pairings) + 1].price_per_hour), project or {}
+                ),
             )
         )
     return Comparison(

@@ -9,6 +9,7 @@ import math
 import tempfile
 from pathlib import Path
 
+from gridbench.compare import account_report
 from gridbench.compare.pairing import Comparison, Pairing
 from gridbench.compare.statistics import Ratio, geometric_mean
 from gridbench.page import REPORT_PAGE
@@ -117,9 +118,10 @@ def notes(comparison: Comparison) -> list[str]:
     if any(f.training_share is None for f in comparison.figures):
         lines.append("training share -: the search was recorded before gridbench measured it")
     lines.append(
-        "training share = the search's timed epochs / (makespan x trials at once): the rest is start-up, "
-        "compiling, warm-up, evaluation and idle slots"
+        "training share = the search's epochs at their steady time / (makespan x trials at once): the rest is "
+        "start-up, compiling, warm-up, evaluation and idle slots"
     )
+    lines += account_report.speedup_lines(comparison) + account_report.projection_notes(comparison)
     prices = comparison.prices
     gpu = ", ".join(
         f"{name} ${price}/h" if price is not None else f"{name} unpriced"
@@ -151,6 +153,12 @@ def markdown(comparison: Comparison) -> str:
             "",
             table(*config_rows(comparison, pairing)),
         ]
+        projected = account_report.projection_rows(pairing)
+        if projected:
+            parts += ["", f"### Projected to other sizes ({pairing.other.label})", "", table(*projected)]
+    accounts = account_report.account_rows(comparison)
+    if accounts:
+        parts += ["", "## Where the time went", "", table(*accounts)]
     parts += ["", *[f"- {line}" for line in notes(comparison)], ""]
     return "\n".join(parts)
 
@@ -199,6 +207,13 @@ def print_table(console, comparison: Comparison) -> None:
         console.print(
             rich_table(f"{pairing.other.label} against {comparison.baseline.label}", *config_rows(comparison, pairing))
         )
+    accounts = account_report.account_rows(comparison)
+    if accounts:
+        console.print(rich_table("where each whole command went", *accounts))
+    for pairing in comparison.pairings:
+        projected = account_report.projection_rows(pairing)
+        if projected:
+            console.print(rich_table(f"projected: {pairing.other.label} against the base", *projected))
     for line in notes(comparison):
         console.print(line, highlight=False)
 

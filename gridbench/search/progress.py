@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from gridbench import compile_cache
+from gridbench import account, compile_cache
 from gridbench.tracking import schema, ui_command
 from gridbench.tracking.records import TrialRecord
 
@@ -249,8 +249,16 @@ def print_search(console: Console, result: SearchResult) -> None:
     console.print(
         f"makespan {s.makespan_s:.1f} s for {s.trials_total - s.trials_resumed} trials at concurrency {s.concurrency}; "
         f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
-        f"training share {s.training_share:.2f} (timed epochs {s.epochs_sum_s:.1f} s / makespan x concurrency)"
+        f"training share {s.training_share:.2f} (epochs at their steady time {s.training_sum_s:.1f} s / makespan x "
+        f"concurrency)"
     )
+    if s.account:
+        parts = account.Account(**s.account)
+        console.print(
+            f"where the whole command's {parts.whole_command_s:.1f} s went: {account.one_line(parts)}; paid once per "
+            f"search {parts.one_off_s:.1f} s, the trials' steady cost {parts.steady_s:.1f} s (what a larger search "
+            f"would take: gridbench compare ... --project)"
+        )
     console.print(
         f"first trial started {s.time_to_first_trial_s:.1f} s after the command; start-up {s.startup_s:.1f} s ("
         + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")

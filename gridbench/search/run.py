@@ -8,6 +8,7 @@ finished or failed trial into a TrialRecord and hands it to the Recorder.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -20,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from gridbench import compile_cache, environment
+from gridbench import account, compile_cache, environment
 from gridbench.errors import UserError
 from gridbench.search import lifecycle, placement, precompile, user_check
 from gridbench.search.lifecycle import SearchInterrupted
@@ -308,7 +309,6 @@ def run_search(
         if summary.trials_finished + summary.trials_failed < plan.trials_total:
             ran = summary.trials_finished + summary.trials_failed
             status, error = SearchStatus.KILLED, f"the search stopped after {ran} of {plan.trials_total} trials"
-        return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary)
     except KeyboardInterrupt as err:
         # Ray's C++ side turns the handler's exception into a plain KeyboardInterrupt: the handler knows the signal.
         received = session.signals.received if session.signals is not None else None
@@ -347,10 +347,13 @@ def run_search(
         if observer is not None:
             observer.stop()
         try:
+            session.stop()  # before the account ends: Ray's shutdown is part of the command a user waits for
+        finally:
+            if summary is not None and callback is not None:
+                summary = with_account(plan, summary, callback.records, process_start, time.time())
             if recorder is not None:
                 recorder.finish(summary, status, error)
-        finally:
-            session.stop()
+    return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, tuple(callback.records), summary)
 
 
 def _report(session: RaySession) -> PrecompileReport | None:
@@ -631,10 +634,22 @@ def summarise(
         session=resume.sessions_before + 1 if resume is not None else 1,
         trials_resumed=resumed,
         epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
+        training_sum_s=sum(account.trial_parts(t.metrics, spec.workload.train_metric)["training_s"] for t in trials),
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
         trials_diverged=sum(t.diverged for t in finished),
         **_precompile_fields(precompiled or PrecompileReport()),
     )
+
+
+def with_account(
+    plan: SearchPlan, summary: SearchSummary, trials: Sequence[TrialRecord], command_start: float, command_end: float
+) -> SearchSummary:
+    """The summary with the account of the whole command (gridbench.account), now that the search has ended."""
+    members = [(f"{t.tags.get(schema.HOST, '')}:{t.tags.get(schema.PID, '')}", t.started_at, t.ended_at, t.metrics)
+               for t in trials]  # fmt: skip
+    timings = account.timings_of(members, plan.spec.workload.train_metric)
+    parts = account.account(timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s)
+    return dataclasses.replace(summary, account=parts.account.parts())
 
 
 def _precompile_fields(report: PrecompileReport) -> dict[str, float]:

@@ -103,6 +103,8 @@ class MemoryRecorder:
                 metrics=run.metrics,
                 ended_s=(run.ended_at or start) - start,
                 diverged=run.tags.get(schema.DIVERGED) == "true",
+                started_s=run.started_at - start,
+                worker=f"{run.tags.get(schema.HOST, '')}:{run.tags.get(schema.PID, '')}",
             )
             for run in self.trials
         )

@@ -21,6 +21,8 @@ class TrialRun:
     metrics: Mapping[str, float]
     ended_s: float  # seconds after the search started
     diverged: bool = False  # FINISHED, but its training loss became NaN or inf: no result for time to accuracy
+    started_s: float = 0.0  # seconds after the search started
+    worker: str = ""  # host:pid of the worker process that ran it
 
     @property
     def finished(self) -> bool:
@@ -109,6 +111,8 @@ def read_search(tracking_uri: str, run_id: str):
                 metrics=schema.upgrade(child.data.tags, child.data.metrics, On.TRIAL)[1],
                 ended_s=((child.info.end_time or started_ms) - started_ms) / 1000,
                 diverged=child.data.tags.get(schema.DIVERGED) == "true",
+                started_s=((child.info.start_time or started_ms) - started_ms) / 1000,
+                worker=f"{child.data.tags.get(schema.HOST, '')}:{child.data.tags.get(schema.PID, '')}",
             )
         )
     return SearchRun(

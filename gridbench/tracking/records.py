@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from gridbench.tracking import schema
@@ -106,12 +106,19 @@ class SearchSummary:
     precompile_s: float = 0.0  # the processes' wall time, from their start to the last one's end
     precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
     precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches), within the makespan
+    training_sum_s: float = 0.0  # every trial's epochs at their steady time: epochs_sum_s less the warm-ups' excess
+    # The whole command in parts (gridbench.account.PARTS -> seconds); empty until the search has ended.
+    account: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def training_share(self) -> float:
-        """The share of the search's slot-time spent in timed epochs: 1.0 would be training only."""
+        """The share of the search's slot-time spent training at the steady pace: 1.0 would be training only."""
         slot_time = self.makespan_s * self.concurrency
-        return self.epochs_sum_s / slot_time if slot_time else float("nan")
+        return self.training_sum_s / slot_time if slot_time else float("nan")
+
+    @property
+    def whole_command_s(self) -> float | None:
+        return sum(self.account.values()) if self.account else None
 
     @property
     def ideal_makespan_s(self) -> float:
@@ -150,6 +157,10 @@ class SearchSummary:
             schema.PRECOMPILE_COMPILE_S: self.precompile_compile_s,
             schema.PRECOMPILE_WAIT_S: self.precompile_wait_s,
         }
+        values[schema.TRAINING_SUM_S] = self.training_sum_s
+        if self.account:
+            values.update({schema.ACCOUNT_PREFIX + part: seconds for part, seconds in self.account.items()})
+            values[schema.WHOLE_COMMAND_S] = self.whole_command_s
         if self.best_metric is not None:
             values[schema.BEST_METRIC] = self.best_metric
         return {k: float(v) for k, v in values.items()}

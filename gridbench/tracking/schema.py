@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class Kind(enum.Enum):
@@ -172,12 +172,38 @@ OVERHEAD_RATIO = _metric("overhead_ratio", On.SEARCH, "makespan / (trial wall su
 OVERHEAD_S = _metric("overhead_s", On.SEARCH, "makespan - trial wall sum / concurrency")
 BEST_METRIC = _metric("best_metric", On.SEARCH, "the best value of the ranking metric (diverged trials left out)")
 TRIALS_DIVERGED = _metric("trials_diverged", On.SEARCH, "finished trials whose training loss became NaN or inf")
-EPOCHS_SUM_S = _metric("epochs_sum_s", On.SEARCH, "every trial's timed epochs added up (a shared epoch once)", since=3)
+EPOCHS_SUM_S = _metric(
+    "epochs_sum_s", On.SEARCH, "every trial's epochs added up, warm-up epochs included (a shared epoch once)", since=3
+)
 TRAINING_SHARE = _metric(
     "training_share",
     On.SEARCH,
-    "epochs_sum_s / (makespan x concurrency): the share of the search spent training",
+    "training_sum_s / (makespan x concurrency): the share of the search spent training at the steady pace (schema "
+    "3-5: every epoch, the warm-up epoch's compiling included)",
     since=3,
+)
+TRAINING_SUM_S = _metric(
+    "training_sum_s",
+    On.SEARCH,
+    "every trial's epochs at their steady time added up: the epochs less each first epoch's excess (warm-up)",
+    since=6,
+)
+# The account (gridbench.account): the whole command in parts that add up to it, wall seconds.
+ACCOUNT_PREFIX = _metric(
+    "account.",
+    On.SEARCH,
+    "account.<part>: startup_s (command start to the first trial), compile_s (compiling not hidden), "
+    "worker_start_s (each worker's first trial beyond later ones: imports, device), trial_overhead_s (setup, "
+    "evaluation, recording, gaps between trials), warmup_s (first epochs beyond a steady epoch), training_s "
+    "(epochs at their steady time), end_s (last trial to the search's end); trials' parts / concurrency",
+    since=6,
+)
+WHOLE_COMMAND_S = _metric(
+    "whole_command_s",
+    On.SEARCH,
+    "from the command's start (or --device both's request for this half) to the search's end, Ray stopped: the "
+    "account's parts added up",
+    since=6,
 )
 STARTUP_S = _metric(
     "startup_s", On.SEARCH, "from the command's start to the makespan's: what overlapping left", since=3
@@ -274,7 +300,9 @@ PROGRAM_CACHED = _tag(
 PROGRAMS_AHEAD = _metric(
     "programs_compiled_ahead", On.TRIAL, "programs of later trials this trial started compiling in the background"
 )
-TRAIN_EPOCHS_S = _metric("train_epochs_s", On.TRIAL, "this trial's timed epochs added up (its share, when shared)")
+TRAIN_EPOCHS_S = _metric(
+    "train_epochs_s", On.TRIAL, "this trial's epochs added up, the warm-up epoch included (its share, when shared)"
+)
 FIT_S = _metric("fit_s", On.TRIAL, "training, warm-up included")
 FIT_OUTSIDE_EPOCHS_S = _metric("fit_outside_epochs_s", On.TRIAL, "what fit() spends outside its epochs")
 EVAL_S = _metric("eval_s", On.TRIAL, "scoring the held-out set")

@@ -1,0 +1,248 @@
+"""Where a search's time went: the whole command split into named parts that add up to it.
+
+    command start -> start-up -> [first trial ... last trial] -> end -> command end
+
+The trials' window is shared out by what each trial's own clock measured (gridbench.trial):
+its imports, its compiling, its epochs (the first one's excess over a steady epoch is
+warm-up), the rest of the trial (setup, evaluation) and the gaps between trials (Tune's
+scheduling, recording) as per-trial overhead. Whatever the first trial in each worker
+process spent beyond what later trials spent is the worker's start (imports, device
+initialisation, first allocations). With several trials at once, the trials' parts are
+divided by the concurrency: the account is of wall time, as a user waits for it.
+
+The parts partition the timeline, so they add up to the whole command by construction;
+what the account claims is checked from outside (tests/test_account_e2e.py). Pure
+arithmetic: no Ray, no store.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Iterable, Mapping, Sequence
+
+from gridbench.tracking import schema
+
+# The parts, in the order they happen; the first four and the end are paid once per search.
+PARTS = ("startup_s", "compile_s", "worker_start_s", "trial_overhead_s", "warmup_s", "training_s", "end_s")
+ONE_OFF = ("startup_s", "compile_s", "worker_start_s", "end_s")
+PART_LABELS = {
+    "startup_s": "start-up (command to first trial)",
+    "compile_s": "compiling not hidden",
+    "worker_start_s": "workers' start (imports, device)",
+    "trial_overhead_s": "per-trial overhead",
+    "warmup_s": "warm-up beyond a steady epoch",
+    "training_s": "training (steady epochs)",
+    "end_s": "end (last trial to exit)",
+}
+
+
+@dataclass(frozen=True)
+class TrialTiming:
+    """One Ray trial as its worker timed it (the members of a fused or grouped trial added up)."""
+
+    worker: str  # host:pid of the worker process: its first trial pays the worker's start
+    started_at: float  # Unix time
+    ended_at: float
+    wall_s: float
+    import_s: float = 0.0
+    compile_s: float = 0.0
+    warmup_s: float = 0.0  # the first epoch's excess over a steady epoch
+    training_s: float = 0.0  # the epochs at their steady time (or the workload's training metric)
+    epochs: int = 0  # epochs per configuration; 0 where the workload has none
+
+    @property
+    def overhead_s(self) -> float:
+        """Setup, evaluation, recording inside the trial: what is not imports, compiling or epochs."""
+        return max(0.0, self.wall_s - self.import_s - self.compile_s - self.warmup_s - self.training_s)
+
+
+def trial_parts(metrics: Mapping[str, float], train_metric: str = schema.STEADY_EPOCH_S) -> dict[str, float]:
+    """A trial's own warm-up and training from its metrics; an unfinished trial trained nothing that counts."""
+    epochs_sum = metrics.get(schema.TRAIN_EPOCHS_S)
+    if epochs_sum is not None and schema.WARMUP_EPOCH_S in metrics and schema.STEADY_EPOCH_S in metrics:
+        warmup = max(0.0, min(epochs_sum, metrics[schema.WARMUP_EPOCH_S] - metrics[schema.STEADY_EPOCH_S]))
+        epochs = int(metrics.get(schema.STEADY_EPOCHS, 0)) + 1
+        return {"warmup_s": warmup, "training_s": epochs_sum - warmup, "epochs": epochs}
+    if train_metric != schema.STEADY_EPOCH_S and train_metric in metrics:  # e.g. kernel methods: fit_s
+        return {"warmup_s": 0.0, "training_s": metrics[train_metric], "epochs": 0}
+    return {"warmup_s": 0.0, "training_s": 0.0, "epochs": 0}
+
+
+def timings_of(members: Iterable[tuple[str, float, float, Mapping[str, float]]], train_metric: str) -> list[TrialTiming]:
+    """TrialTimings from (worker, started_at, ended_at, metrics) records, one per Ray trial.
+
+    Records that share a worker and a start are the members of one fused or grouped trial:
+    their wall, compile and training are shares and add up; imports are the worker's, once.
+    """
+    units: dict[tuple[str, float], list] = {}
+    for worker, started_at, ended_at, metrics in members:
+        units.setdefault((worker, round(started_at, 3)), []).append((started_at, ended_at, metrics))
+    timings = []
+    for (worker, _), records in units.items():
+        parts = [trial_parts(metrics, train_metric) for _, _, metrics in records]
+        timings.append(
+            TrialTiming(
+                worker=worker,
+                started_at=min(r[0] for r in records),
+                ended_at=max(r[1] for r in records),
+                wall_s=sum(m.get(schema.TRIAL_WALL_S, 0.0) for _, _, m in records),
+                import_s=max(m.get(schema.IMPORT_S, 0.0) for _, _, m in records),
+                compile_s=sum(m.get(schema.COMPILE_S, 0.0) for _, _, m in records),
+                warmup_s=sum(p["warmup_s"] for p in parts),
+                training_s=sum(p["training_s"] for p in parts),
+                epochs=max(p["epochs"] for p in parts),
+            )
+        )
+    return sorted(timings, key=lambda t: t.started_at)
+
+
+@dataclass(frozen=True)
+class Account:
+    """The whole command in parts (seconds of wall time); they add up to `whole_command_s`."""
+
+    startup_s: float
+    compile_s: float
+    worker_start_s: float
+    trial_overhead_s: float
+    warmup_s: float
+    training_s: float
+    end_s: float
+
+    @property
+    def whole_command_s(self) -> float:
+        return sum(self.parts().values())
+
+    @property
+    def one_off_s(self) -> float:
+        """Paid once per search whatever its size: start-up, compiling, the workers' start, the end."""
+        return sum(getattr(self, part) for part in ONE_OFF)
+
+    @property
+    def steady_s(self) -> float:
+        """What the search costs where the one-off parts are already paid: its trials, at their steady cost."""
+        return self.whole_command_s - self.one_off_s
+
+    def parts(self) -> dict[str, float]:
+        return {part: getattr(self, part) for part in PARTS}
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, float]) -> Account | None:
+        """The account a search's parent run holds; None for a search recorded before it existed."""
+        names = {part: schema.ACCOUNT_PREFIX + part for part in PARTS}
+        if not all(name in metrics for name in names.values()):
+            return None
+        return cls(**{part: float(metrics[name]) for part, name in names.items()})
+
+
+@dataclass(frozen=True)
+class PerTrial:
+    """One trial's slot-time with its worker's start taken out: what another trial like it would cost."""
+
+    overhead_s: float  # its setup, evaluation, recording and its share of the gaps between trials
+    warmup_s: float
+    epoch_s: float  # its training per epoch (or per trial, where the workload has no epochs)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    account: Account
+    trials: tuple[PerTrial, ...]
+    concurrency: int  # trials at once, as the account divides them
+
+
+def _worker_excess(timings: Sequence[TrialTiming]) -> tuple[dict[int, float], dict[int, float]]:
+    """For each worker's first trial: what it spent beyond the search's later trials (overhead, warm-up)."""
+    firsts: dict[str, int] = {}
+    for index, timing in enumerate(timings):
+        firsts.setdefault(timing.worker, index)
+    later = [t for i, t in enumerate(timings) if i not in firsts.values()]
+    typical_overhead = statistics.median(t.overhead_s for t in later) if later else None
+    typical_warmup = statistics.median(t.warmup_s for t in later) if later else None
+    overhead, warmup = {}, {}
+    for index in firsts.values():
+        first = timings[index]
+        overhead[index] = max(0.0, first.overhead_s - typical_overhead) if typical_overhead is not None else 0.0
+        warmup[index] = max(0.0, first.warmup_s - typical_warmup) if typical_warmup is not None else 0.0
+    return overhead, warmup
+
+
+def per_trial(timings: Sequence[TrialTiming]) -> tuple[list[PerTrial], float, float]:
+    """Each trial's slot-time with its worker's start taken out; and the workers' start (overhead, warm-up)."""
+    overhead_excess, warmup_excess = _worker_excess(timings)
+    trials = [
+        PerTrial(
+            overhead_s=t.overhead_s - overhead_excess.get(index, 0.0),
+            warmup_s=t.warmup_s - warmup_excess.get(index, 0.0),
+            epoch_s=t.training_s / t.epochs if t.epochs else t.training_s,
+        )
+        for index, t in enumerate(timings)
+    ]
+    return trials, sum(overhead_excess.values()), sum(warmup_excess.values())
+
+
+def with_gaps(trials: Sequence[PerTrial], gaps_s: float, slots: int) -> tuple[PerTrial, ...]:
+    """The gaps between trials (wall seconds, with `slots` trials at once) shared out equally over the trials."""
+    share = gaps_s * slots / len(trials) if trials else 0.0
+    return tuple(PerTrial(t.overhead_s + share, t.warmup_s, t.epoch_s) for t in trials)
+
+
+def account(
+    timings: Sequence[TrialTiming],
+    command_start: float,
+    command_end: float,
+    concurrency: int,
+    precompile_wait_s: float = 0.0,
+) -> Breakdown:
+    """The account of a search from its trials' timings and the command's start and end (Unix times).
+
+    `precompile_wait_s`: the trials' start waited that long for programs compiled ahead (a CPU search).
+    """
+    whole = max(0.0, command_end - command_start)
+    if not timings:  # nothing ran: it was all start-up and end
+        return Breakdown(Account(whole, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), (), max(1, concurrency))
+    slots = max(1, min(concurrency, len(timings)))
+    first_start = min(t.started_at for t in timings)
+    window = max(0.0, max(t.ended_at for t in timings) - first_start)
+    wait = min(max(0.0, precompile_wait_s), max(0.0, first_start - command_start))
+    trials, overhead_excess, warmup_excess = per_trial(timings)
+    busy = {
+        "compile_s": sum(t.compile_s for t in timings),
+        "worker_start_s": sum(t.import_s for t in timings) + overhead_excess + warmup_excess,
+        "trial_overhead_s": sum(t.overhead_s for t in trials),
+        "warmup_s": sum(t.warmup_s for t in trials),
+        "training_s": sum(t.training_s for t in timings),
+    }
+    in_window = {part: seconds / slots for part, seconds in busy.items()}
+    filled = sum(in_window.values())
+    if filled > window > 0:  # clocks of several nodes disagree: share the window out in proportion
+        in_window = {part: seconds * window / filled for part, seconds in in_window.items()}
+    gaps = max(0.0, window - sum(in_window.values()))
+    startup = max(0.0, first_start - command_start) - wait
+    parts = Account(
+        startup_s=startup,
+        compile_s=in_window["compile_s"] + wait,
+        worker_start_s=in_window["worker_start_s"],
+        trial_overhead_s=in_window["trial_overhead_s"] + gaps,
+        warmup_s=in_window["warmup_s"],
+        training_s=in_window["training_s"],
+        end_s=max(0.0, whole - startup - wait - window),
+    )
+    return Breakdown(parts, with_gaps(trials, gaps, slots), slots)
+
+
+def one_line(parts: Account) -> str:
+    """'start-up 8.2 s, compiling 0.4 s, ...' for a search's summary."""
+    short = {
+        "startup_s": "start-up",
+        "compile_s": "compiling",
+        "worker_start_s": "workers' start",
+        "trial_overhead_s": "per-trial overhead",
+        "warmup_s": "warm-up",
+        "training_s": "training",
+        "end_s": "end",
+    }
+    return ", ".join(f"{short[p]} {s:.1f} s" for p, s in parts.parts().items())

@@ -1,0 +1,91 @@
+"""The account and the projection of a Comparison as tables and lines (report.py prints them)."""
+
+from __future__ import annotations
+
+from gridbench import account
+from gridbench.compare.pairing import Comparison, Pairing
+from gridbench.compare.projection import Row
+
+
+def _s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}x"
+
+
+def short_label(index: int) -> str:
+    """'base', then 'other', 'other 2', ...: the account's columns stay narrow."""
+    return "base" if index == 0 else ("other" if index == 1 else f"other {index}")
+
+
+def account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | None:
+    """Where each search's whole command went, part by part, searches side by side; None if none has an account."""
+    accounts = [f.account for f in comparison.figures]
+    if not any(accounts):
+        return None
+    headers = ["where the time went (s)", *[short_label(i) for i in range(len(accounts))]]
+    rows = [[label, *[_s(a.parts()[part]) if a else "-" for a in accounts]] for part, label in account.PART_LABELS.items()]
+    rows.append(["whole command", *[_s(a.whole_command_s) if a else "-" for a in accounts]])
+    rows.append(["  of which paid once per search", *[_s(a.one_off_s) if a else "-" for a in accounts]])
+    rows.append(["  the trials at their steady cost", *[_s(a.steady_s) if a else "-" for a in accounts]])
+    rows.append(["makespan (Tune's fit)", *[_s(f.makespan_s) for f in comparison.figures]])
+    return headers, rows
+
+
+def speedup_lines(comparison: Comparison) -> list[str]:
+    lines = []
+    for index, pairing in enumerate(comparison.pairings, start=1):
+        lines.append(
+            f"{short_label(index)} ({pairing.other.label}) against base ({comparison.baseline.label}): whole-search "
+            f"speedup as run {_x(pairing.speedup_as_run)} (makespans, one-off parts included); steady "
+            f"{_x(pairing.speedup_steady)} (without start-up, compiling, workers' start and end: what a search "
+            f"costs where those are already paid)"
+        )
+    return lines
+
+
+def projection_rows(pairing: Pairing) -> tuple[list[str], list[list[str]]] | None:
+    if pairing.projection is None or not pairing.projection.rows:
+        return None
+    headers = ["projected size", "epochs", "configs", "x", "base s", "other s", "speedup [95%]", "cost ratio"]
+    return headers, [_row(r) for r in pairing.projection.rows]
+
+
+def _row(row: Row) -> list[str]:
+    label = row.label + (" (measured)" if row.measured else "")
+    size = [str(row.epochs), str(row.configs), str(row.repeats)]
+    if row.why_not:
+        return [label, *size, "-", "-", "not projected", "-"]
+    base, other = row.makespan_s
+    speedup = f"{row.speedup.value:.3g}x [{row.speedup.low:.3g}-{row.speedup.high:.3g}]"
+    cost = "-" if row.cost_ratio is None else f"{row.cost_ratio:.3g}"
+    return [label, *size, _s(base.value), _s(other.value), speedup, cost]
+
+
+def projection_notes(comparison: Comparison) -> list[str]:
+    lines = []
+    for pairing in comparison.pairings:
+        projection = pairing.projection
+        if projection is None:
+            continue
+        if projection.why_not:
+            lines.append(f"projection: not made ({projection.why_not})")
+            continue
+        for row in projection.rows:
+            if row.why_not:
+                lines.append(f"projection, {row.label}: not projected ({row.why_not})")
+        for line in projection.break_even:
+            lines.append(f"break-even, {pairing.other.label}: {line}")
+    if any(p.projection and p.projection.rows for p in comparison.pairings):
+        lines.append(
+            "projection: a model, not a measurement. Start-up, compiling, workers' start and end are held as "
+            "measured; each trial's overhead and warm-up scale with the trials, its epochs with the epochs "
+            "(x = repeats; makespans in s; the interval is the trials' spread, bootstrapped). It assumes the same "
+            "mix of configurations (programs already compiled) and each trial keeping its resources; cost ratio = "
+            "base cost / other cost at the price table (above 1: the other is cheaper)"
+        )
+    return lines
