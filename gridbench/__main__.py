@@ -1,5 +1,3 @@
-import sys
+from gridbench.cli import run
 
-from gridbench.cli import main
-
-sys.exit(main())
+run()
