@@ -589,9 +589,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gridbench: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as err:
-        from gridbench.search.lifecycle import SearchInterrupted
+        from gridbench.search.lifecycle import SearchStopped
 
-        if isinstance(err, SearchInterrupted):
+        if isinstance(err, SearchStopped):  # a signal (130, 143), a disk that filled (3)
             print(f"gridbench: {err.report()}", file=sys.stderr)
             return err.exit_code
         print("gridbench: interrupted", file=sys.stderr)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 from urllib.parse import urlparse
 
+from gridbench import space
 from gridbench.errors import UserError
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
@@ -72,8 +73,7 @@ def check_tracking_uri(uri: str) -> None:
             if not path.is_file():
                 raise UserError(f"tracking URI {uri}: {path} is not a file; choose another --tracking-uri")
             _check_sqlite_store(uri, path)
-        else:
-            _check_writable_directory(uri, path.parent)
+        _check_writable_directory(uri, path.parent)  # also for an existing store: room for SQLite's journal and runs
     elif parsed.scheme == "file":
         if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
             raise UserError(
@@ -99,17 +99,17 @@ def check_tracking_uri(uri: str) -> None:
 
 
 def _check_writable_directory(uri: str, directory: Path) -> None:
-    """Creates and removes a probe file: os.access says yes to root even on a read-only file system."""
-    import tempfile
-
+    """Writes, syncs and removes a probe of real bytes: os.access says yes to root even on a read-only file
+    system, and an empty file is created even on a full one."""
     if not directory.is_dir():
         raise UserError(
             f"tracking URI {uri}: directory {directory} does not exist; create it or choose another --tracking-uri"
         )
     try:
-        with tempfile.TemporaryFile(dir=directory, prefix=".gridbench-probe-"):
-            pass
+        space.probe(directory)
     except OSError as err:
+        if space.is_out_of_space(err):
+            raise space.no_room(directory, "the MLflow store", "choose another --tracking-uri") from None
         raise UserError(
             f"tracking URI {uri}: cannot write in {directory} ({err.strerror}); choose another --tracking-uri"
         ) from None
@@ -281,7 +281,9 @@ class MlflowRecorder:
         self.experiment_id, self.parent_run_id = run.info.experiment_id, parent_run_id
         if schema.ERROR in run.data.tags:  # the last session's; this one says its own when it ends
             self.client.delete_tag(parent_run_id, schema.ERROR)
-        for key in (schema.DRIVER_HOST, schema.DRIVER_PID, schema.DRIVER_STARTED, schema.COMMAND):
+        # The journal tags name this session's journal: earlier sessions' were synced before it (search --resume).
+        for key in (schema.DRIVER_HOST, schema.DRIVER_PID, schema.DRIVER_STARTED, schema.COMMAND,
+                    schema.JOURNAL_PATH, schema.JOURNAL_ID):  # fmt: skip
             if key in tags:
                 self.client.set_tag(parent_run_id, key, _text(tags[key]))
         self.client.update_run(parent_run_id, status=SearchStatus.RUNNING.value)
