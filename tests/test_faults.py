@@ -400,3 +400,18 @@ def test_a_long_error_is_cut_at_a_word_and_says_so():
     cut = shorten(text, 80)
     assert len(cut) <= 80 and cut.endswith("...") and not cut.endswith("(...") and "Max retries" in cut
     assert shorten("short", 80) == "short"
+
+
+def test_the_progress_line_counts_a_killed_trial_as_killed_not_failed():
+    from rich.console import Console
+
+    from gridbench.search.progress import SearchProgress
+
+    progress = SearchProgress(Console(file=open(os.devnull, "w")), "test_accuracy", "steady_epoch_s")
+    progress.start(2)
+    killed = TrialRecord("a", {"hidden_units": 16}, 0, "KILLED", {}, {}, 1.0, 2.0, error="stopped by SIGTERM")
+    progress.trial_started({})
+    progress.trial_ended(killed)
+    state = progress.progress.tasks[0].fields["state"]
+    progress.stop()
+    assert "1 killed" in state and "failed" not in state
