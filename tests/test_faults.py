@@ -100,7 +100,8 @@ def digits_plan(store: str, units=(16, 32, 48)):
 
 def start_search(plan, journal_dir: Path, driver_pid: int | None = None) -> JournaledRecorder:
     """A search's parent as run_search writes it (without Ray), behind a journal; its driver `driver_pid`."""
-    recorder = JournaledRecorder(MlflowRecorder(plan.tracking_uri, plan.spec.name), Journal.create(journal_dir, "digits"))
+    journal = Journal.create(journal_dir, "digits")
+    recorder = JournaledRecorder(MlflowRecorder(plan.tracking_uri, plan.spec.name), journal)
     tags = {schema.KIND: "search", **spec_tags(plan.spec, plan.data.description, False), **expected_tags(plan)}
     if driver_pid is not None:
         tags |= {schema.DRIVER_HOST: socket.gethostname(), schema.DRIVER_PID: str(driver_pid),
@@ -120,8 +121,8 @@ def children(store: str, parent_run_id: str):
 
     client = MlflowClient(store)
     parent = client.get_run(parent_run_id)
-    runs = client.search_runs([parent.info.experiment_id], filter_string=f"tags.`{schema.PARENT_RUN}` = '{parent_run_id}'")
-    return parent, runs
+    query = f"tags.`{schema.PARENT_RUN}` = '{parent_run_id}'"
+    return parent, client.search_runs([parent.info.experiment_id], filter_string=query)
 
 
 class StoreDown:

@@ -3,7 +3,8 @@
 SIGINT and SIGTERM are one thing to a search: the first raises SearchInterrupted in the
 main thread (ray.init replaces SIGTERM's handler with sys.exit, which crashed Ray's C++
 side with exit 134), and the search records what it had before it exits 128 + the
-signal. A disk that fills mid-search stops it the same way (SearchOutOfSpace, exit 3). Ray's processes are found by this process's tree, never by name (other Ray
+signal. A disk that fills mid-search stops it the same way (SearchOutOfSpace, exit 3).
+Ray's processes are found by this process's tree, never by name (other Ray
 jobs on the machine are not ours), and ended by PID once Ray has shut down.
 """
 

@@ -305,7 +305,9 @@ def _values(spec: ExperimentSpec, name: str) -> tuple:
 def _check_room(options: SearchOptions) -> None:
     """Before anything is written: room for Ray's session and Tune's files, and for a compile cache kept on disk."""
     space.check_room(
-        lifecycle.SearchDirectory.parent(), "Ray's session and the search's files", "set TMPDIR to a directory with room"
+        lifecycle.SearchDirectory.parent(),
+        "Ray's session and the search's files",
+        "set TMPDIR to a directory with room",
     )
     if options.compile_cache == compile_cache.PERSISTENT:
         space.check_room(

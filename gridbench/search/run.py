@@ -359,7 +359,8 @@ def _as_stop(err: BaseException, session: RaySession, recorder) -> lifecycle.Sea
 def _stop_hint(plan: SearchPlan, recorder, callback, resume, stop: lifecycle.SearchStopped) -> str:
     """What was kept and how to go on, for the stop's one line."""
     if recorder is None or recorder.parent_run_id is None:
-        return "nothing was recorded; run the search again" + (" once there is space" if isinstance(stop, lifecycle.SearchOutOfSpace) else "")
+        later = " once there is space" if isinstance(stop, lifecycle.SearchOutOfSpace) else ""
+        return f"nothing was recorded; run the search again{later}"
     run_id = recorder.parent_run_id
     kept = sum(t.finished for t in callback.records) if callback is not None else 0
     kept += len(resume.finished) if resume else 0
