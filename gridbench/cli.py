@@ -506,15 +506,38 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         compare_report.print_table(console, comparison)
     else:
         print(compare_report.render(comparison, args.output_format))
-    run_id = compare_report.record(comparison, run_ids, tracking_uri, args.out)
+    run_id, unlogged = _record_comparison(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
     if args.html:
         from gridbench.compare import html
 
         _write_page(args.html, html.comparison_page(comparison, tracking_uri, run_id))
         where += f"; page {args.html}"
+    if unlogged:  # the results are printed above; only their record in the store is missing
+        print(f"gridbench: cannot log the comparison to {tracking_uri} ({unlogged}){where}", file=sys.stderr)
+        return
     message = f"comparison logged to MLflow as run {run_id} (plots, tables, JSON, report.html){where}"
     print(message, file=sys.stderr if args.output_format != "table" else sys.stdout)
+
+
+def _record_comparison(comparison, run_ids: list[str], tracking_uri: str, out) -> tuple[str | None, str | None]:
+    """The comparison's run id, or None and why it could not be logged (a read-only store, a full disk)."""
+    from pathlib import Path
+
+    from gridbench.compare import report as compare_report
+    from gridbench.tracking.store import store_writable
+
+    if not store_writable(tracking_uri):
+        if out:  # its files are still written
+            compare_report.write_files(comparison, Path(out), tracking_uri)
+        return None, "the store is read-only here; the results above are complete"
+    try:
+        return compare_report.record(comparison, run_ids, tracking_uri, out), None
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the store refused the write; the comparison itself stands
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        return None, f"{type(err).__name__}: {first[:120]}; the results above are complete"
 
 
 def _write_page(path: str, text: str) -> None:
@@ -601,9 +624,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gridbench: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as err:
-        from gridbench.search.lifecycle import SearchInterrupted
+        from gridbench.search.lifecycle import SearchStopped
 
-        if isinstance(err, SearchInterrupted):
+        if isinstance(err, SearchStopped):  # a signal (130, 143), a disk that filled (3)
             print(f"gridbench: {err.report()}", file=sys.stderr)
             return err.exit_code
         print("gridbench: interrupted", file=sys.stderr)

@@ -3,7 +3,8 @@
 SIGINT and SIGTERM are one thing to a search: the first raises SearchInterrupted in the
 main thread (ray.init replaces SIGTERM's handler with sys.exit, which crashed Ray's C++
 side with exit 134), and the search records what it had before it exits 128 + the
-signal. Ray's processes are found by this process's tree, never by name (other Ray
+signal. A disk that fills mid-search stops it the same way (SearchOutOfSpace, exit 3).
+Ray's processes are found by this process's tree, never by name (other Ray
 jobs on the machine are not ours), and ended by PID once Ray has shut down.
 """
 
@@ -22,16 +23,45 @@ from typing import Mapping
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class SearchInterrupted(KeyboardInterrupt):
+EXIT_OUT_OF_SPACE = 3  # a search stopped because a disk filled: what finished is kept, `--resume` goes on
+
+
+class SearchStopped(KeyboardInterrupt):
+    """Something outside the search stopped it: the search records what it had, then exits with `exit_code`.
+
+    A KeyboardInterrupt, so that Ray Tune (which wraps every Exception raised in its loop
+    and its callbacks) lets it through to run_search.
+    """
+
+    hint = ""  # what was recorded, and how to continue (set by the search as it ends)
+
+    @property
+    def ended_by(self) -> str:
+        """What a KILLED trial's `ended_by` tag and error say stopped it."""
+        raise NotImplementedError
+
+    @property
+    def exit_code(self) -> int:
+        raise NotImplementedError
+
+    def report(self) -> str:
+        raise NotImplementedError
+
+
+class SearchInterrupted(SearchStopped):
     """SIGINT or SIGTERM stopped the search."""
 
     def __init__(self, signum: int):
         self.signum = int(signum)
-        self.hint = ""  # what was recorded, and how to continue (set by the search as it ends)
+        self.hint = ""
         super().__init__(self.signal_name)
 
     def report(self) -> str:
         return f"stopped by {self.signal_name}" + (f"; {self.hint}" if self.hint else "")
+
+    @property
+    def ended_by(self) -> str:
+        return self.signal_name
 
     @property
     def signal_name(self) -> str:
@@ -40,6 +70,26 @@ class SearchInterrupted(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum  # what a shell reports for a process a signal ended: 130, 143
+
+
+class SearchOutOfSpace(SearchStopped):
+    """A disk filled during the search (the journal's, the store's, Ray's): handled as SIGTERM is, exit 3."""
+
+    def __init__(self, fault: BaseException):
+        self.fault = fault  # gridbench.space.OutOfSpace, or the OSError that said so
+        self.hint = ""
+        super().__init__(str(fault))
+
+    def report(self) -> str:
+        return f"stopped: {self.fault}" + (f"; {self.hint}" if self.hint else "")
+
+    @property
+    def ended_by(self) -> str:
+        return "out of space"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OUT_OF_SPACE
 
 
 class StopSignals:
@@ -84,11 +134,16 @@ class SearchDirectory:
     MAX_PATH = 40
 
     def __init__(self, keep: bool = False):
-        parent = tempfile.gettempdir()
-        if len(os.path.join(parent, "gridbench-xxxxxxxx", "ray")) > self.MAX_PATH:
-            parent = "/tmp"
-        self.path = Path(tempfile.mkdtemp(prefix="gridbench-", dir=parent))
+        self.path = Path(tempfile.mkdtemp(prefix="gridbench-", dir=self.parent()))
         self.keep = keep
+
+    @classmethod
+    def parent(cls) -> str:
+        """Where search directories are made: $TMPDIR (tempfile's choice), or /tmp where that path is too long."""
+        parent = tempfile.gettempdir()
+        if len(os.path.join(parent, "gridbench-xxxxxxxx", "ray")) > cls.MAX_PATH:
+            parent = "/tmp"
+        return parent
 
     @property
     def ray_dir(self) -> str:

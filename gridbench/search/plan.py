@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from gridbench import compile_cache, environment
+from gridbench import compile_cache, environment, space
 from gridbench.compile_cache import AHEAD_AUTO
 from gridbench.datasets import SHAPES, DataSource
 from gridbench.errors import UserError
-from gridbench.search import backends, fusion, placement, user_check
+from gridbench.search import backends, fusion, lifecycle, placement, user_check
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
@@ -189,6 +189,7 @@ def plan_search(
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
     check_journal_dir(tracking_uri)
+    _check_room(options)
     meanwhile = (lambda: while_probing(options, cores, gpus, user_check.runtime_env(spec))) if while_probing else None
 
     def complete(choice: backends.BackendChoice) -> SearchPlan:
@@ -299,3 +300,18 @@ def _check_data_parallel(spec: ExperimentSpec, backend: str, gpus_per_trial: flo
 def _values(spec: ExperimentSpec, name: str) -> tuple:
     """Every value a hyperparameter takes in the search: its axis, or its fixed value."""
     return tuple(spec.grid[name]) if name in spec.grid else ((spec.params[name],) if name in spec.params else ())
+
+
+def _check_room(options: SearchOptions) -> None:
+    """Before anything is written: room for Ray's session and Tune's files, and for a compile cache kept on disk."""
+    space.check_room(
+        lifecycle.SearchDirectory.parent(),
+        "Ray's session and the search's files",
+        "set TMPDIR to a directory with room",
+    )
+    if options.compile_cache == compile_cache.PERSISTENT:
+        space.check_room(
+            compile_cache.persistent_dir(),
+            "the compile cache",
+            f"set {compile_cache.CACHE_DIR_ENV} elsewhere, or use --compile-cache search",
+        )

@@ -21,6 +21,7 @@ from rich.table import Table
 from gridbench import account, compile_cache
 from gridbench.tracking import schema, ui_command
 from gridbench.tracking.records import TrialRecord
+from gridbench.tracking.schema import TrialStatus
 
 if TYPE_CHECKING:
     from gridbench.search import SearchResult
@@ -71,6 +72,7 @@ class SearchProgress:
         self.task = None
         self.running = 0
         self.failed = 0
+        self.killed = 0  # stopped with the search (a signal, a full disk): not failed
 
     def start(self, total: int) -> None:
         self.progress.start()
@@ -100,13 +102,17 @@ class SearchProgress:
                 f"{timing}, wall {_fmt(m.get(schema.TRIAL_WALL_S))} s on {record.tags.get(schema.DEVICE_ACTUAL, '?')}"
             )
         else:
-            self.failed += 1
+            if record.status is TrialStatus.KILLED:
+                self.killed += 1
+            else:
+                self.failed += 1
             self.progress.console.print(f"[red]{record.status.value}[/] {record.key} #{record.repeat}: {record.error}")
         self.progress.advance(self.task)
         self._update()
 
     def _update(self) -> None:
         state = f"{self.running} running" + (f", [red]{self.failed} failed[/]" if self.failed else "")
+        state += f", [yellow]{self.killed} killed[/]" if self.killed else ""
         self.progress.update(self.task, state=state)
 
     def stop(self) -> None:

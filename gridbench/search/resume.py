@@ -10,6 +10,7 @@ a FINISHED run are trained again; a resumed search's parent keeps each session's
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -65,7 +66,8 @@ def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:
     experiment = client.get_experiment_by_name(experiment_name(spec_name))
     if experiment is None:
         raise UserError(f"--resume: no searches of {spec_name!r} in {plan.tracking_uri}; run one without --resume")
-    mark_stale_searches(client, [experiment.experiment_id])
+    sync_waiting(client, plan.tracking_uri, experiment.experiment_id)
+    mark_stale_searches(client, [experiment.experiment_id], plan.tracking_uri)
     if run_id == LATEST:
         candidates = client.search_runs(
             [experiment.experiment_id],
@@ -124,6 +126,17 @@ def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:
         sessions_before=int(parent.data.metrics.get(schema.SESSIONS, 1)),
         remaining=plan.trials_total - len(set(finished) & _all_keys(plan)),
     )
+
+
+def sync_waiting(client, tracking_uri: str, experiment_id: str) -> None:
+    """Writes to the store the journals of searches whose driver exited with records waiting there, first:
+    a trial only in a journal is FINISHED and must not be trained again (nor written twice by a later sync)."""
+    from gridbench.tracking.stale import waiting_searches
+    from gridbench.tracking.sync import sync_journal
+
+    for _run_id, journal in waiting_searches(client, [experiment_id]):
+        report = sync_journal(journal, tracking_uri)
+        print(f"gridbench: before resuming, {report.line()}", file=sys.stderr, flush=True)
 
 
 def _all_keys(plan: SearchPlan) -> set[tuple[str, int]]:

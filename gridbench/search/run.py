@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from gridbench import account, compile_cache, environment
+from gridbench import account, compile_cache, environment, space
 from gridbench.errors import UserError
 from gridbench.search import lifecycle, placement, precompile, user_check
 from gridbench.search.lifecycle import SearchInterrupted
@@ -269,7 +269,7 @@ def run_search(
     """
     session = session or RaySession()
     recorder, callback, fit_started, fit_started_at = None, None, None, None
-    status, error, summary = SearchStatus.FAILED, None, None
+    status, error, summary, stop = SearchStatus.FAILED, None, None, None
     concurrency, ray_start_s = 1, 0.0
     process_start = requested_at if requested_at is not None else _process_start_time()
     try:
@@ -309,39 +309,24 @@ def run_search(
         if summary.trials_finished + summary.trials_failed < plan.trials_total:
             ran = summary.trials_finished + summary.trials_failed
             status, error = SearchStatus.KILLED, f"the search stopped after {ran} of {plan.trials_total} trials"
-    except KeyboardInterrupt as err:
-        # Ray's C++ side turns the handler's exception into a plain KeyboardInterrupt: the handler knows the signal.
-        received = session.signals.received if session.signals is not None else None
-        stop = err if isinstance(err, SearchInterrupted) else SearchInterrupted(received or signal.SIGINT)
-        status, error = SearchStatus.KILLED, f"stopped by {stop.signal_name}"
+    except BaseException as err:
+        stop = _as_stop(err, session, recorder)
+        if stop is None:
+            error = f"{type(err).__name__}: {err}"
+            raise
+        status, error = SearchStatus.KILLED, stop.report()
         if callback is not None:
-            callback.record_unfinished(stop.signal_name)
+            callback.record_unfinished(stop.ended_by)
             if fit_started is not None:  # the time it ran, so that a resumed search's sessions all count
                 makespan = time.perf_counter() - fit_started
-                records = tuple(callback.records)
                 summary = summarise(
-                    plan,
-                    records,
-                    concurrency,
-                    makespan,
-                    ray_start_s,
-                    process_start,
-                    resume,
-                    fit_started_at,
-                    _report(session),
-                )
-        if recorder is not None and recorder.parent_run_id is not None:
-            kept = sum(t.finished for t in callback.records) if callback is not None else 0
-            stop.hint = (
-                f"search {recorder.parent_run_id} KILLED with {kept + (len(resume.finished) if resume else 0)} of "
-                f"{plan.trials_total} trials finished; continue it with "
-                f"`gridbench search {plan.spec.name} --resume {recorder.parent_run_id}`"
-            )
+                    plan, tuple(callback.records), concurrency, makespan, ray_start_s, process_start, resume,
+                    fit_started_at, _report(session),
+                )  # fmt: skip
+        if isinstance(stop, lifecycle.SearchOutOfSpace) and hasattr(recorder, "announce_unsynced"):
+            recorder.announce_unsynced = False  # the stop's one line names the sync command
         if stop is not err:
             raise stop from None
-        raise
-    except BaseException as err:
-        error = f"{type(err).__name__}: {err}"
         raise
     finally:
         if observer is not None:
@@ -351,9 +336,50 @@ def run_search(
         finally:
             if summary is not None and callback is not None:
                 summary = with_account(plan, summary, callback.records, process_start, time.time())
-            if recorder is not None:
-                recorder.finish(summary, status, error)
+            try:
+                if recorder is not None:
+                    recorder.finish(summary, status, error)
+            finally:
+                if stop is not None:
+                    stop.hint = _stop_hint(plan, recorder, callback, resume, stop)
     return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, tuple(callback.records), summary)
+
+
+def _as_stop(err: BaseException, session: RaySession, recorder) -> lifecycle.SearchStopped | None:
+    """What stopped the search, if something outside it did: a signal, or a disk that filled; else None."""
+    if isinstance(err, lifecycle.SearchStopped):
+        return err
+    fault = getattr(recorder, "fault", None)
+    received = session.signals.received if session.signals is not None else None
+    if isinstance(err, KeyboardInterrupt):
+        # Ray's C++ side turns the handler's exception into a plain KeyboardInterrupt: the handler knows the signal.
+        if received is None and fault is not None:
+            return lifecycle.SearchOutOfSpace(fault)
+        return SearchInterrupted(received or signal.SIGINT)
+    if space.is_out_of_space(err):  # Tune's own files, Ray's session, a store write outside the writer
+        return lifecycle.SearchOutOfSpace(fault or space.fault_of(err))
+    return None
+
+
+def _stop_hint(plan: SearchPlan, recorder, callback, resume, stop: lifecycle.SearchStopped) -> str:
+    """What was kept and how to go on, for the stop's one line."""
+    if recorder is None or recorder.parent_run_id is None:
+        later = " once there is space" if isinstance(stop, lifecycle.SearchOutOfSpace) else ""
+        return f"nothing was recorded; run the search again{later}"
+    run_id = recorder.parent_run_id
+    kept = sum(t.finished for t in callback.records) if callback is not None else 0
+    kept += len(resume.finished) if resume else 0
+    hint = f"search {run_id} KILLED with {kept} of {plan.trials_total} trials finished"
+    resume_command = f"`gridbench search {plan.spec.name} --resume {run_id}`"
+    if not isinstance(stop, lifecycle.SearchOutOfSpace):
+        return f"{hint}; continue it with {resume_command}"
+    lost = getattr(recorder, "lost", 0)
+    hint += f" ({lost} of them written nowhere)" if lost else " (in the store or its journal)"
+    unsynced = recorder.unsynced_hint() if hasattr(recorder, "unsynced_hint") else None
+    if unsynced:
+        hint += f"; free some space, write what the store lacks with `{recorder.sync_command()}`, then continue"
+        return f"{hint} with {resume_command}"
+    return f"{hint}; free some space, then continue it with {resume_command}"
 
 
 def _report(session: RaySession) -> PrecompileReport | None:
@@ -412,7 +438,8 @@ def _open_store(open_recorder, plan: SearchPlan) -> tuple[Recorder, list[str]]:
 
         client = MlflowClient(plan.tracking_uri)
         experiment = client.get_experiment_by_name(experiment_name(plan.spec.name))
-        return recorder, mark_stale_searches(client, [experiment.experiment_id] if experiment else [])
+        experiment_ids = [experiment.experiment_id] if experiment else []
+        return recorder, mark_stale_searches(client, experiment_ids, plan.tracking_uri)
     except Exception:  # noqa: BLE001 - a courtesy to earlier searches; never a reason to stop this one
         return recorder, []
 

@@ -14,6 +14,7 @@ from typing import Collection
 
 from ray import tune
 
+from gridbench.search.lifecycle import SearchOutOfSpace
 from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus
@@ -43,6 +44,7 @@ class RecordingCallback(tune.Callback):
         # Each running trial's start as the driver saw it (its actor started), and its attempt (1, then retries).
         self.running: dict[str, tuple[object, float]] = {}
         self._attempts: dict[str, int] = {}
+        self.stopping = False  # SearchOutOfSpace raised: the search is ending
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running[trial.trial_id] = (trial, time.time())
@@ -64,16 +66,33 @@ class RecordingCallback(tune.Callback):
             except MalformedOutcome as err:
                 outcome = _lost_outcome(trial, f"the trial reported a malformed outcome ({err})")
         self._record(trial, outcome)
+        self.stop_if_out_of_space()
 
     def on_trial_error(self, iteration, trials, trial, **info):
         # The worker process died (a crash, an out-of-memory kill): Python never returned.
         self._record(trial, self._died_outcome(trial))
+        self.stop_if_out_of_space()
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # The worker died and Tune runs the trial again (--retries): this attempt is a FAILED run of its own.
         outcome = self._died_outcome(trial)
         outcome.tags[schema.RETRIED] = "true"
         self._record(trial, outcome)
+        self.stop_if_out_of_space()
+
+    def on_step_end(self, iteration, trials, **info):
+        # The store's writer thread may find the disk full between trials' ends.
+        self.stop_if_out_of_space()
+
+    def stop_if_out_of_space(self) -> None:
+        """Raises SearchOutOfSpace (once) when the recorder could not write for lack of space.
+
+        Only after a trial's records are all handed over (never between a group's members).
+        """
+        fault = getattr(self.recorder, "fault", None)
+        if fault is not None and not self.stopping:
+            self.stopping = True
+            raise SearchOutOfSpace(fault)
 
     def record_unfinished(self, ended_by: str) -> None:
         """Trials still running when the search was stopped: KILLED runs, with the time they had."""
@@ -106,6 +125,7 @@ class RecordingCallback(tune.Callback):
             "running": {},
             "_attempts": {},
             "finished_before": set(),
+            "stopping": False,
         }
 
     def _record(self, trial, outcome: TrialOutcome):

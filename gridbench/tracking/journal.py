@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlparse
 
+from gridbench import space
 from gridbench.errors import UserError
 from gridbench.tracking.records import SearchSummary, TrialRecord
 
@@ -44,29 +45,29 @@ def journal_dir(tracking_uri: str) -> Path:
 
 
 def check_journal_dir(tracking_uri: str) -> None:
-    """Refuses, before anything runs, a journal directory that cannot be created or written."""
-    import tempfile
-
+    """Refuses, before anything runs, a journal directory that cannot be created or take real bytes."""
     directory = journal_dir(tracking_uri)
+    fix = f"set {JOURNAL_DIR_ENV} to a writable directory"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory, prefix=".gridbench-probe-"):
-            pass
+        space.probe_directory(directory)  # leaves no directory behind if it fails
     except OSError as err:
-        raise UserError(
-            f"cannot write the search's journal in {directory} ({err.strerror}); "
-            f"set {JOURNAL_DIR_ENV} to a writable directory"
-        ) from None
+        if space.is_out_of_space(err):
+            raise space.no_room(directory, "the search's journal", fix) from None
+        raise UserError(f"cannot write the search's journal in {directory} ({err.strerror}); {fix}") from None
 
 
 class Journal:
-    """An append-only JSON-lines file; `append` returns once the line is on disk (fsync)."""
+    """An append-only JSON-lines file; `append` returns once the line is on disk (fsync).
+
+    A line is written whole or not at all: one that could not be written in full (a full
+    disk) is cut off again, and `append` raises OutOfSpace (gridbench.space) or the OSError.
+    """
 
     def __init__(self, path: Path, journal_id: str):
         self.path = path
         self.id = journal_id
         self._lock = threading.Lock()  # Tune's callback thread and the driver's main thread both append
-        self._file = None
+        self._fd: int | None = None
 
     @classmethod
     def create(cls, directory: Path, spec_name: str) -> Journal:
@@ -81,18 +82,35 @@ class Journal:
         started = time.perf_counter()
         line = json.dumps({"v": FORMAT_VERSION, "event": event, "time": time.time(), **fields}, default=_plain)
         with self._lock:
-            if self._file is None:
-                self._file = open(self.path, "a", encoding="utf-8")
-            self._file.write(line + "\n")
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._write_whole((line + "\n").encode("utf-8"))
         return time.perf_counter() - started
+
+    def _write_whole(self, data: bytes) -> None:
+        start = os.fstat(self._fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            os.fsync(self._fd)
+        except OSError as err:
+            try:
+                os.ftruncate(self._fd, start)  # no torn line: the journal ends with the last whole one
+            except OSError:
+                pass
+            if space.is_out_of_space(err):
+                raise space.OutOfSpace(self.path, len(data), "the search's journal") from None
+            raise
 
     def close(self) -> None:
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                except OSError:  # every line was synced when written: nothing is lost
+                    pass
+                self._fd = None
 
 
 def _plain(value: Any) -> Any:
@@ -136,6 +154,7 @@ class JournalContents:
     trials: list[JournaledTrial] = field(default_factory=list)
     finish: dict[str, Any] | None = None  # summary, store_metrics, status, error
     torn_lines: int = 0  # a last line cut short by a crash mid-write
+    resumed: str | None = None  # the parent run this session continued (search --resume)
 
 
 def read_journal(path: str | Path) -> JournalContents:
@@ -167,6 +186,7 @@ def read_journal(path: str | Path) -> JournalContents:
         experiment_name=first["experiment_name"],
         start={k: first[k] for k in ("run_name", "params", "tags", "documents")},
         torn_lines=torn,
+        resumed=first.get("resumed"),
     )
     for event in events[1:]:
         kind = event.get("event")

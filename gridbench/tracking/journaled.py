@@ -21,7 +21,9 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
+from gridbench import space
 from gridbench.errors import UserError
+from gridbench.space import OutOfSpace
 from gridbench.tracking import schema
 from gridbench.tracking.journal import Journal, journal_dir, summary_to_dict, trial_to_dict
 from gridbench.tracking.records import SearchSummary, TrialRecord
@@ -68,6 +70,12 @@ class JournaledRecorder:
         self.unwritten = 0  # trials only in the journal
         self.finish_unwritten = False
         self.last_error: str | None = None
+        # Out of space (gridbench.space.OutOfSpace) in the journal or the store: the search should stop
+        # (RecordingCallback asks); the store is not retried, what it lacks stays in the journal.
+        self.fault: OutOfSpace | None = None
+        self.unjournaled: set[str] = set()  # trial ids whose journal line could not be written
+        self.lost = 0  # trials in neither the journal nor the store
+        self.announce_unsynced = True  # finish prints the sync hint (run_search says it itself after a fault)
 
     @property
     def parent_run_id(self) -> str | None:
@@ -111,6 +119,7 @@ class JournaledRecorder:
 
     def resume(self, parent_run_id: str, tags: Mapping[str, str]) -> None:
         """Continues a search (--resume): its parent RUNNING again; this session's journal names that parent."""
+        tags = {**tags, schema.JOURNAL_PATH: str(self.journal.path), schema.JOURNAL_ID: self.journal.id}
         self.store.resume(parent_run_id, tags)
         self._start_args = {"run_name": "", "params": {}, "tags": dict(tags), "documents": {}}
         self.journal.append(
@@ -126,17 +135,25 @@ class JournaledRecorder:
 
     def record_trial(self, trial: TrialRecord, params: Mapping[str, Any], tags: Mapping[str, str]) -> str:
         """Journals the trial (on disk when this returns) and queues its store write; returns its trial id."""
-        self.journal_write_s += self.journal.append(
-            "trial", record=trial_to_dict(trial), params=dict(params), tags=dict(tags)
-        )
+        try:
+            self.journal_write_s += self.journal.append(
+                "trial", record=trial_to_dict(trial), params=dict(params), tags=dict(tags)
+            )
+        except OutOfSpace as err:  # the store may still take it; the search stops (RecordingCallback)
+            self._note_fault(err)
+            self.unjournaled.add(trial.trial_id)
         journaled_at = time.monotonic()
 
         def write(check_first: bool) -> None:
             ensure_trial(self.store, trial, params, tags, check_first)
             self.store_lag_max_s = max(self.store_lag_max_s, time.monotonic() - journaled_at)
 
-        self._queue.put(("trial", write))
+        self._queue.put(("trial", write, trial.trial_id))
         return trial.trial_id
+
+    def _note_fault(self, err: OutOfSpace) -> None:
+        if self.fault is None:
+            self.fault = err
 
     def finish(self, summary: SearchSummary | None, status: SearchStatus, error: str | None = None) -> None:
         """Waits for the store writes (at most the grace without progress), then journals and writes the end."""
@@ -144,7 +161,7 @@ class JournaledRecorder:
             self._journal_finish(summary, status, error)
             self.journal.close()
             return
-        self._queue.put(("finish", (summary, status, error)))
+        self._queue.put(("finish", (summary, status, error), None))
         self._queue.put(None)
         self._last_progress = time.monotonic()
         self._ending.set()
@@ -156,7 +173,7 @@ class JournaledRecorder:
             self._journal_finish(summary, status, error)  # if the writer did not get to it (interrupted)
             self.journal.close()
             hint = self.unsynced_hint()
-            if hint:
+            if hint and self.announce_unsynced:
                 print(f"gridbench: {hint}", file=sys.stderr, flush=True)
 
     def unsynced_hint(self) -> str | None:
@@ -169,10 +186,15 @@ class JournaledRecorder:
             lacking = f"{' and '.join(parts)} are only in the journal"
         else:
             return None
+        if self.lost:
+            lacking += f" ({self.lost} trial(s) in neither, for lack of space: --resume trains them again)"
         return (
             f"the store {self.store.tracking_uri} did not take every record ({self.last_error or 'stopped'}); "
-            f"{lacking}; write them with: gridbench sync {self.journal.path} --tracking-uri {self.store.tracking_uri}"
+            f"{lacking}; write them with: {self.sync_command()}"
         )
+
+    def sync_command(self) -> str:
+        return f"gridbench sync {self.journal.path} --tracking-uri {self.store.tracking_uri}"
 
     def store_metrics(self) -> dict[str, float]:
         return {
@@ -187,10 +209,13 @@ class JournaledRecorder:
             if self._finish_journaled:
                 return
             self._finish_journaled = True
-            self.journal.append(
-                "finish", summary=summary_to_dict(summary), store_metrics=self.store_metrics(), status=status.value,
-                error=error,
-            )  # fmt: skip
+            try:
+                self.journal.append(
+                    "finish", summary=summary_to_dict(summary), store_metrics=self.store_metrics(),
+                    status=status.value, error=error,
+                )  # fmt: skip
+            except OutOfSpace as err:  # the totals go to the store alone, if it takes them
+                self._note_fault(err)
 
     def _write_finish(self, summary, status, error, check_first: bool) -> None:
         ensure_finish(self.store, summary, self.store_metrics(), status, error, check_first)
@@ -202,17 +227,18 @@ class JournaledRecorder:
         store_down = False
         try:
             while (item := self._queue.get()) is not None:
-                kind, payload = item
+                kind, payload, trial_id = item
                 if kind == "finish":
                     self._journal_finish(*payload)  # the trials' store costs are known now
                     write = lambda check_first, payload=payload: self._write_finish(*payload, check_first)  # noqa: E731
                 else:
                     write = payload
                 if store_down:
-                    self._count_unwritten(kind)
+                    self._count_unwritten(kind, trial_id)
                 elif not self._write_one(kind, write):
-                    store_down = True  # the search has ended and the store made no progress for the grace
-                    self._count_unwritten(kind)
+                    # The search has ended and the store made no progress for the grace, or the store is full.
+                    store_down = True
+                    self._count_unwritten(kind, trial_id)
         finally:
             self._written_all.set()
 
@@ -231,9 +257,12 @@ class JournaledRecorder:
                     self.store_write_s += time.perf_counter() - started
                 self.store_retries += 1
                 self.last_error = _describe(err)
+                if space.is_out_of_space(err):  # no retry storm: a full store stays full; the journal has the rest
+                    self._note_fault(space.OutOfSpace(_store_location(self.store.tracking_uri), None, "the store"))
+                    return False
                 if _refused(err) and attempt + 1 >= _REFUSED_ATTEMPTS:
                     # The store answers but refuses this record: later ones may still go in.
-                    self._count_unwritten(kind)
+                    self._count_unwritten(kind, None)
                     self._last_progress = time.monotonic()
                     return True
             if self._ending.is_set() and time.monotonic() - self._last_progress > self.grace_s:
@@ -241,9 +270,10 @@ class JournaledRecorder:
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
 
-    def _count_unwritten(self, kind: str) -> None:
+    def _count_unwritten(self, kind: str, trial_id: str | None) -> None:
         if kind == "trial":
             self.unwritten += 1
+            self.lost += trial_id in self.unjournaled
         else:
             self.finish_unwritten = True
 
@@ -255,6 +285,19 @@ def _refused(err: BaseException) -> bool:
     return isinstance(err, MlflowException) and 400 <= err.get_http_status_code() < 500
 
 
+def _store_location(tracking_uri: str) -> str:
+    """The store's database file for a local SQLite store, else its URI."""
+    return tracking_uri[len("sqlite:///") :] if tracking_uri.startswith("sqlite:///") else tracking_uri
+
+
 def _describe(err: BaseException) -> str:
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return f"{type(err).__name__}: {first[:160]}" if first else type(err).__name__
+    return f"{type(err).__name__}: {shorten(first, 160)}" if first else type(err).__name__
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at a word and marked with "..." (never mid-word, never a lone ")")."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 3].rsplit(" ", 1)[0].rstrip(" ,;:(")
+    return f"{cut}..."

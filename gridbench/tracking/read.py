@@ -84,7 +84,7 @@ def read_search(tracking_uri: str, run_id: str):
         raise UserError(f"no run {run_id} in {tracking_uri}; give a search's parent run id") from None
     if parent.data.tags.get(schema.KIND) != "search":
         raise UserError(f"run {run_id} is not a gridbench search (a trial or a comparison?); give a parent run id")
-    if mark_stale(client, [parent]):  # left RUNNING by a dead driver: KILLED from now on
+    if mark_stale(client, [parent], tracking_uri):  # left RUNNING by a dead driver: KILLED from now on
         parent = client.get_run(run_id)
     children = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.{schema.PARENT_RUN} = '{run_id}'", max_results=50000
@@ -137,7 +137,7 @@ def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
     experiment = client.get_experiment_by_name(experiment_name(spec_name))
     if experiment is None:
         raise UserError(f"no searches of {spec_name!r} in {tracking_uri}; run `gridbench search {spec_name}` first")
-    mark_stale_searches(client, [experiment.experiment_id])
+    mark_stale_searches(client, [experiment.experiment_id], tracking_uri)
     runs = client.search_runs(
         [experiment.experiment_id],
         filter_string=f"tags.`{schema.KIND}` = 'search' and attributes.status = '{SearchStatus.FINISHED.value}'",
@@ -165,7 +165,7 @@ def run_kind(tracking_uri: str, run_id: str) -> str:
     client = MlflowClient(tracking_uri)
     try:
         run = client.get_run(run_id)
-        mark_stale(client, [run])
+        mark_stale(client, [run], tracking_uri)
         return run.data.tags.get(schema.KIND, "")
     except MlflowException:
         raise UserError(f"no run {run_id} in {tracking_uri}; give a search's, comparison's or scale's run id") from None

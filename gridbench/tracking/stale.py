@@ -4,16 +4,26 @@ A search's parent run records its driver (host, pid and the process's start time
 RUNNING search whose driver is no longer alive on this host is stale: the first command
 that opens the store marks it KILLED, with an error that says how to resume it. A
 search driven from another host is left as it is: its driver cannot be seen from here.
+
+Unless its records wait in its journal (the parent's `journal.path`): a driver that ended
+while the store was down leaves the search RUNNING with its trials and totals in the
+journal. Such a search is never marked KILLED (its `--resume` would train those trials
+again); the command names `gridbench sync` instead, and `search --resume` syncs it first.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
+from pathlib import Path
 from typing import Iterable, Mapping
 
+from gridbench.errors import UserError
 from gridbench.tracking import schema
+from gridbench.tracking.journal import read_journal
 from gridbench.tracking.schema import SearchStatus
+from gridbench.tracking.sync import unsynced
 
 
 def driver_tags() -> dict[str, str]:
@@ -50,26 +60,83 @@ def stale_error(run) -> str:
     )
 
 
-def mark_stale(client, runs: Iterable) -> list[str]:
-    """Marks each RUNNING search among `runs` whose driver is dead KILLED; returns their run ids."""
+def pending_journal(client, run) -> Path | None:
+    """The journal of this search if it holds records the store lacks (read on this host), else None."""
+    path = run.data.tags.get(schema.JOURNAL_PATH)
+    if not path or not Path(path).is_file():
+        return None
+    try:
+        contents = read_journal(path)
+    except UserError:
+        return None
+    if run.info.run_id not in (contents.parent_run_id, contents.resumed):
+        return None
+    try:
+        return contents.path if unsynced(client, run, contents) else None
+    except Exception:  # noqa: BLE001 - a store that cannot answer now: say nothing, mark nothing
+        return None
+
+
+def sync_hint(run, journal: Path, tracking_uri: str | None) -> str:
+    where = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
+    return (
+        f"search {run.info.run_id} is RUNNING in the store, but its driver has exited with records the store lacks "
+        f"in its journal; write them with: gridbench sync {journal}{where} (then `--resume` continues it, if needed)"
+    )
+
+
+_told: set[str] = set()  # each waiting search is named once per command
+
+
+def mark_stale(client, runs: Iterable, tracking_uri: str | None = None) -> list[str]:
+    """Marks each RUNNING search among `runs` whose driver is dead KILLED; returns their run ids.
+
+    One whose records wait in its journal is left RUNNING and named, with the sync command, on stderr.
+    A store that cannot be written (read-only) is left as it is.
+    """
     marked = []
     for run in runs:
         if run.info.status != SearchStatus.RUNNING.value or run.data.tags.get(schema.KIND) != "search":
             continue
-        if driver_alive(run.data.tags) is False:
+        if driver_alive(run.data.tags) is not False:
+            continue
+        journal = pending_journal(client, run)
+        if journal is not None:
+            if run.info.run_id not in _told:
+                _told.add(run.info.run_id)
+                print(f"gridbench: {sync_hint(run, journal, tracking_uri)}", file=sys.stderr, flush=True)
+            continue
+        try:
             client.set_tag(run.info.run_id, schema.ERROR, stale_error(run))
             client.set_terminated(run.info.run_id, status=SearchStatus.KILLED.value)
-            marked.append(run.info.run_id)
+        except Exception:  # noqa: BLE001 - a read-only store: shown as it is, RUNNING
+            continue
+        marked.append(run.info.run_id)
     return marked
 
 
-def mark_stale_searches(client, experiment_ids: list[str]) -> list[str]:
-    """Finds and marks the stale searches of these experiments; returns their run ids."""
+def waiting_searches(client, experiment_ids: list[str]) -> list[tuple[str, Path]]:
+    """(run id, journal) of each RUNNING search of these experiments whose driver has exited with records
+    waiting in its journal."""
+    waiting = []
+    for run in _running(client, experiment_ids):
+        if driver_alive(run.data.tags) is False:
+            journal = pending_journal(client, run)
+            if journal is not None:
+                waiting.append((run.info.run_id, journal))
+    return waiting
+
+
+def _running(client, experiment_ids: list[str]) -> list:
     if not experiment_ids:
         return []
-    running = client.search_runs(
+    return client.search_runs(
         experiment_ids,
         filter_string=f"tags.`{schema.KIND}` = 'search' and attributes.status = '{SearchStatus.RUNNING.value}'",
         max_results=1000,
     )
-    return mark_stale(client, running)
+
+
+def mark_stale_searches(client, experiment_ids: list[str], tracking_uri: str | None = None) -> list[str]:
+    """Finds and marks the stale searches of these experiments; returns their run ids."""
+    return mark_stale(client, _running(client, experiment_ids), tracking_uri)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 from urllib.parse import urlparse
 
+from gridbench import space
 from gridbench.errors import UserError
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
@@ -72,8 +73,7 @@ def check_tracking_uri(uri: str) -> None:
             if not path.is_file():
                 raise UserError(f"tracking URI {uri}: {path} is not a file; choose another --tracking-uri")
             _check_sqlite_store(uri, path)
-        else:
-            _check_writable_directory(uri, path.parent)
+        _check_writable_directory(uri, path.parent)  # also for an existing store: room for SQLite's journal and runs
     elif parsed.scheme == "file":
         if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
             raise UserError(
@@ -99,28 +99,29 @@ def check_tracking_uri(uri: str) -> None:
 
 
 def _check_writable_directory(uri: str, directory: Path) -> None:
-    """Creates and removes a probe file: os.access says yes to root even on a read-only file system."""
-    import tempfile
-
+    """Writes, syncs and removes a probe of real bytes: os.access says yes to root even on a read-only file
+    system, and an empty file is created even on a full one."""
     if not directory.is_dir():
         raise UserError(
             f"tracking URI {uri}: directory {directory} does not exist; create it or choose another --tracking-uri"
         )
     try:
-        with tempfile.TemporaryFile(dir=directory, prefix=".gridbench-probe-"):
-            pass
+        space.probe(directory)
     except OSError as err:
+        if space.is_out_of_space(err):
+            raise space.no_room(directory, "the MLflow store", "choose another --tracking-uri") from None
         raise UserError(
             f"tracking URI {uri}: cannot write in {directory} ({err.strerror}); choose another --tracking-uri"
         ) from None
 
 
-def _check_sqlite_store(uri: str, path: Path) -> None:
-    """An existing file must be writable and an SQLite database that is empty or MLflow's (read, never changed)."""
+def _check_sqlite_store(uri: str, path: Path, write: bool = True) -> None:
+    """An existing file must be writable (unless not `write`) and an SQLite database that is empty or MLflow's
+    (read, never changed)."""
     import sqlite3
 
     try:
-        with open(path, "r+b") as file:
+        with open(path, "r+b" if write else "rb") as file:
             header = file.read(len(_SQLITE_HEADER))
     except OSError as err:
         raise UserError(
@@ -160,11 +161,37 @@ def open_client(tracking_uri: str):
 
 
 def check_store_exists(uri: str) -> None:
-    """For commands that read a store: it must be usable and, for SQLite, already there."""
-    check_tracking_uri(uri)
-    if urlparse(uri).scheme == "sqlite" and not Path(uri[len("sqlite:///") :]).is_file():
+    """For commands that read a store: it must be usable and, for SQLite, already there.
+
+    Read, never written: an archived store or another user's, whose file and directory are
+    read-only, is read as it is (report, compare, ui).
+    """
+    if urlparse(uri).scheme != "sqlite" or uri.endswith(":memory:"):
+        check_tracking_uri(uri)
+        return
+    path = Path(uri[len("sqlite:///") :])
+    if not path.is_file():
         # Opening a missing SQLite store would create an empty one.
         raise UserError(f"no MLflow store at {uri}; run a search first, or pass --tracking-uri")
+    try:
+        with open(path, "rb") as file:
+            header = file.read(len(_SQLITE_HEADER))
+    except OSError as err:
+        raise UserError(f"tracking URI {uri}: cannot read {path} ({err.strerror}); check its permissions") from None
+    if header != _SQLITE_HEADER:
+        raise UserError(f"tracking URI {uri}: {path} is not an SQLite database; choose another --tracking-uri")
+    _check_sqlite_store(uri, path, write=False)
+
+
+def store_writable(uri: str) -> bool:
+    """Whether this process can write the store (for SQLite: its file and directory); others are taken as yes."""
+    if urlparse(uri).scheme != "sqlite" or uri.endswith(":memory:"):
+        return True
+    try:
+        check_tracking_uri(uri)
+    except UserError:
+        return False
+    return True
 
 
 def artifact_location(uri: str) -> str | None:
@@ -184,6 +211,9 @@ def quiet_mlflow() -> None:
     # MLflow logs database migrations at INFO; the terminal has a progress bar.
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # A failed SQL statement is logged with its traceback before MLflow raises it: gridbench reports the
+    # error itself, in one line (a full disk once printed 30 tracebacks as the writer retried).
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     # Against a tracking server MLflow writes two lines of links to stdout for every run it ends
     # (2,000 lines for `gridbench sync` of a 1,000-trial journal), after one more request to the server.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -281,7 +311,9 @@ class MlflowRecorder:
         self.experiment_id, self.parent_run_id = run.info.experiment_id, parent_run_id
         if schema.ERROR in run.data.tags:  # the last session's; this one says its own when it ends
             self.client.delete_tag(parent_run_id, schema.ERROR)
-        for key in (schema.DRIVER_HOST, schema.DRIVER_PID, schema.DRIVER_STARTED, schema.COMMAND):
+        # The journal tags name this session's journal: earlier sessions' were synced before it (search --resume).
+        for key in (schema.DRIVER_HOST, schema.DRIVER_PID, schema.DRIVER_STARTED, schema.COMMAND,
+                    schema.JOURNAL_PATH, schema.JOURNAL_ID):  # fmt: skip
             if key in tags:
                 self.client.set_tag(parent_run_id, key, _text(tags[key]))
         self.client.update_run(parent_run_id, status=SearchStatus.RUNNING.value)

@@ -20,6 +20,7 @@ from gridbench.tracking.schema import SearchStatus
 from gridbench.tracking.store import MlflowRecorder, check_tracking_uri, resolve_tracking_uri
 
 _RUNNING = SearchStatus.RUNNING.value
+_FINISHED = SearchStatus.FINISHED.value
 
 
 def trial_identity(trial_id: str, started_at_ms: int) -> tuple[str, int]:
@@ -34,20 +35,56 @@ def _identity_of_record(record: TrialRecord) -> tuple[str, int]:
     return trial_identity(record.trial_id, int(record.started_at * 1000))
 
 
+def _key_of_run(run) -> tuple[str, int]:
+    """A child run's configuration and repeat, as a TrialRecord's key and repeat."""
+    return run.data.tags.get(schema.CONFIG_KEY, ""), int(run.data.params.get(schema.PARAM_REPEAT, 0))
+
+
+def unsynced(client, parent_run, contents: JournalContents) -> bool:
+    """Whether the store lacks part of this journal's search: a trial it does not hold, or the totals it ended with.
+
+    A journal with an end whose parent is still RUNNING is a driver that exited with records
+    waiting (the store was down), never a dead one.
+    """
+    if contents.finish is not None and parent_run.info.status == _RUNNING:
+        return True
+    present = children_of(client, parent_run.info.experiment_id, parent_run.info.run_id)
+    held = {_identity_of_run(r) for r in present if r.info.status != _RUNNING}
+    finished = {_key_of_run(r) for r in present if r.info.status == _FINISHED}
+    return any(
+        _identity_of_record(t.record) not in held and (t.record.key, t.record.repeat) not in finished
+        for t in contents.trials
+    )
+
+
 def children(store: MlflowRecorder, where: str = "") -> list:
     """The parent's child runs (every page), optionally narrowed by an MLflow filter."""
-    query = f"tags.`{schema.PARENT_RUN}` = '{store.parent_run_id}'" + (f" and {where}" if where else "")
+    return children_of(store.client, store.experiment_id, store.parent_run_id, where)
+
+
+def children_of(client, experiment_id: str, parent_run_id: str, where: str = "") -> list:
+    query = f"tags.`{schema.PARENT_RUN}` = '{parent_run_id}'" + (f" and {where}" if where else "")
     runs, token = [], None
     while True:
-        page = store.client.search_runs([store.experiment_id], filter_string=query, max_results=1000, page_token=token)
+        page = client.search_runs([experiment_id], filter_string=query, max_results=1000, page_token=token)
         runs.extend(page)
         token = page.token
         if not token:
             return runs
 
 
-def ensure_parent(store: MlflowRecorder, start: Mapping[str, Any], journal_id: str, known_run_id: str | None) -> bool:
-    """Finds the search's parent run (by id, else by journal id) or creates it; True if created."""
+def ensure_parent(
+    store: MlflowRecorder,
+    start: Mapping[str, Any],
+    journal_id: str,
+    known_run_id: str | None,
+    resumed: str | None = None,
+) -> bool:
+    """Finds the search's parent run (by id, else by journal id) or creates it; True if created.
+
+    A resumed session's journal (`resumed`: the parent it continued) finds its parent by id: the
+    parent's journal tags name the latest session's journal only.
+    """
     store.experiment_id = store.ensure_experiment()
     found = None
     if known_run_id:
@@ -55,7 +92,7 @@ def ensure_parent(store: MlflowRecorder, start: Mapping[str, Any], journal_id: s
 
         try:
             run = store.client.get_run(known_run_id)
-            if run.data.tags.get(schema.JOURNAL_ID) == journal_id:
+            if run.data.tags.get(schema.JOURNAL_ID) == journal_id or resumed == known_run_id:
                 found = known_run_id
         except MlflowException:  # another store, or the run was never created there
             pass
@@ -141,6 +178,7 @@ class SyncReport:
     duplicates_removed: int
     finish_written: bool | None  # None: the journal has no end (the driver was killed)
     torn_lines: int
+    superseded: int = 0  # trials whose configuration and repeat a later session had FINISHED: not written
 
     def line(self) -> str:
         finish = {
@@ -151,6 +189,8 @@ class SyncReport:
         created = " (created)" if self.parent_created else ""
         torn = f"; {self.torn_lines} torn line(s) skipped" if self.torn_lines else ""
         removed = f", {self.duplicates_removed} duplicate(s) removed" if self.duplicates_removed else ""
+        if self.superseded:
+            removed += f", {self.superseded} left out (their configuration and repeat already FINISHED there)"
         return (
             f"synced {self.journal} to {self.tracking_uri}: parent run {self.parent_run_id}{created}, "
             f"{self.trials_written} trial(s) written, {self.trials_present} already there{removed}; {finish}{torn}"
@@ -177,19 +217,26 @@ def sync_journal(path: str | Path, tracking_uri: str | None = None) -> SyncRepor
 def _sync(contents: JournalContents, uri: str) -> SyncReport:
     store = MlflowRecorder(uri, "")
     store.experiment_name = contents.experiment_name
-    created = ensure_parent(store, contents.start, contents.id, contents.parent_run_id)
+    created = ensure_parent(store, contents.start, contents.id, contents.parent_run_id, contents.resumed)
     present = children(store)
     for run in present:
         if run.info.status == _RUNNING:  # a write cut short
             store.client.delete_run(run.info.run_id)
     complete = {_identity_of_run(r) for r in present if r.info.status != _RUNNING}
-    written = 0
+    finished = {_key_of_run(r) for r in present if r.info.status == _FINISHED}
+    written = superseded = 0
     for trial in contents.trials:
-        identity = _identity_of_record(trial.record)
-        if identity not in complete:
-            store.record_trial(trial.record, trial.params, trial.tags)
-            complete.add(identity)
-            written += 1
+        record = trial.record
+        if _identity_of_record(record) in complete:
+            continue
+        if (record.key, record.repeat) in finished:  # trained again (--resume) before this sync: never twice
+            superseded += 1
+            continue
+        store.record_trial(record, trial.params, trial.tags)
+        complete.add(_identity_of_record(record))
+        if record.status.value == _FINISHED:
+            finished.add((record.key, record.repeat))
+        written += 1
     removed = remove_duplicates(store)
     finish_written = None
     if contents.finish is not None:
@@ -208,8 +255,9 @@ def _sync(contents: JournalContents, uri: str) -> SyncReport:
         store.parent_run_id,
         created,
         written,
-        len(contents.trials) - written,
+        len(contents.trials) - written - superseded,
         removed,
         finish_written,
         contents.torn_lines,
+        superseded,
     )

@@ -64,7 +64,8 @@ def pages(base_url: str, tracking_uri: str, spec_name: str | None) -> Pages:
 
     client = MlflowClient(tracking_uri)
     ours = [e.experiment_id for e in client.search_experiments() if e.name.startswith(experiment_name(""))]
-    mark_stale_searches(client, ours)  # a search whose driver was killed outright shows as KILLED, not RUNNING
+    # A search whose driver was killed outright shows as KILLED, not RUNNING.
+    mark_stale_searches(client, ours, tracking_uri)
     if spec_name:
         experiment = client.get_experiment_by_name(experiment_name(spec_name))
         if experiment is None:
