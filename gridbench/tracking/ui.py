@@ -7,6 +7,7 @@ and runs one web worker: 3 processes (gridbench, the server, its worker), 0.69 G
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -14,7 +15,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from typing import Sequence
+from urllib.parse import quote, urlparse
 
 from gridbench.errors import UserError
 from gridbench.tracking import schema
@@ -27,6 +29,23 @@ from gridbench.tracking.store import (
 )
 
 HOST = "127.0.0.1"
+DEFAULT_PORT = 5000  # `gridbench ui`'s, and where links to a local store's UI expect it
+
+
+def ui_base(tracking_uri: str, given: str | None = None) -> str:
+    """Where the store's UI is: `given`, the tracking server itself, else `gridbench ui` on its default port."""
+    if given:
+        return given.rstrip("/")
+    if tracking_uri.startswith(("http://", "https://")):
+        return tracking_uri.rstrip("/")
+    return f"http://{HOST}:{DEFAULT_PORT}"
+
+
+def compare_runs_url(base_url: str, run_ids: Sequence[str], experiment_ids: Sequence[str]) -> str:
+    """MLflow's compare view of these runs, side by side (`#/compare-runs?runs=[...]&experiments=[...]`)."""
+    runs = quote(json.dumps(list(run_ids), separators=(",", ":")), safe="")
+    experiments = quote(json.dumps(sorted({e for e in experiment_ids if e}), separators=(",", ":")), safe="")
+    return f"{base_url}/#/compare-runs?runs={runs}&experiments={experiments}"
 
 
 def _interrupt(signum, frame) -> None:
