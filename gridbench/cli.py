@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     baseline.set_defaults(handler=_baseline, repeats=None)
 
-    ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 for the store, lean (2 processes)")
+    ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 for the store, lean (3 processes)")
     ui.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
     )
@@ -266,6 +266,9 @@ def _add_compare_options(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="also project the pair to this size, e.g. epochs=50,configs=200,repeats=3 (keys: epochs, configs, "
         "repeats, concurrency)",
+    )
+    group.add_argument(
+        "--no-log", action="store_true", help="log no comparison run to MLflow (print, and write --out/--html only)"
     )
 
 
@@ -489,7 +492,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: argparse.Namespace) -> None:
-    """Reads the searches, compares them, prints the result and logs it to MLflow as its own run."""
+    """Reads the searches, compares them, prints the result and logs it to MLflow as its own run (unless --no-log)."""
+    from pathlib import Path
+
     from gridbench.compare import compare
     from gridbench.compare import report as compare_report
     from gridbench.compare.prices import PriceTable
@@ -506,18 +511,38 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         compare_report.print_table(console, comparison)
     else:
         print(compare_report.render(comparison, args.output_format))
-    run_id, unlogged = _record_comparison(comparison, run_ids, tracking_uri, args.out)
+    out = sys.stderr if args.output_format != "table" else sys.stdout
+    run_id, unlogged = None, None
+    if args.no_log:
+        if args.out:
+            compare_report.write_files(comparison, Path(args.out), tracking_uri)
+    else:
+        run_id, unlogged = _record_comparison(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
     if args.html:
         from gridbench.compare import html
 
         _write_page(args.html, html.comparison_page(comparison, tracking_uri, run_id))
         where += f"; page {args.html}"
+    print(_compare_view_line(comparison, tracking_uri), file=out)
     if unlogged:  # the results are printed above; only their record in the store is missing
         print(f"gridbench: cannot log the comparison to {tracking_uri} ({unlogged}){where}", file=sys.stderr)
-        return
-    message = f"comparison logged to MLflow as run {run_id} (plots, tables, JSON, report.html){where}"
-    print(message, file=sys.stderr if args.output_format != "table" else sys.stdout)
+    elif run_id is None:
+        print(f"comparison not logged (--no-log){where}", file=out)
+    else:
+        print(f"comparison logged to MLflow as run {run_id} (plots, tables, JSON, report.html){where}", file=out)
+
+
+def _compare_view_line(comparison, tracking_uri: str) -> str:
+    """The link to MLflow's compare view of the searches, and where it expects the UI."""
+    from gridbench.tracking import ui
+
+    base = ui.ui_base(tracking_uri)
+    searches = comparison.searches
+    url = ui.compare_runs_url(base, [s.run_id for s in searches], [s.experiment_id for s in searches])
+    served = base == tracking_uri.rstrip("/")
+    where = "" if served else f" (with `python -m gridbench ui --tracking-uri {tracking_uri}` running)"
+    return f"side by side in MLflow{where}: {url}"
 
 
 def _record_comparison(comparison, run_ids: list[str], tracking_uri: str, out) -> tuple[str | None, str | None]:

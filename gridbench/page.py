@@ -29,9 +29,21 @@ def document(title: str, body: Sequence[str]) -> str:
     )
 
 
+class Markup(str):
+    """Text that is HTML already (a link made by `link`): a table puts it in as it is."""
+
+
+def link(text: str, href: str) -> Markup:
+    return Markup(f'<a href="{html.escape(href)}">{html.escape(text)}</a>')
+
+
+def _cell(value) -> str:
+    return value if isinstance(value, Markup) else html.escape(str(value))
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -51,7 +63,7 @@ def chart(name: str, fig) -> str:
 
 
 def bullets(lines: Sequence[str]) -> str:
-    return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+    return "<ul>" + "".join(f"<li>{_cell(line)}</li>" for line in lines) + "</ul>"
 
 
 def heading(text: str, level: int = 2) -> str:

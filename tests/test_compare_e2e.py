@@ -101,7 +101,7 @@ def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared
         while "MLflow UI" not in line and time.monotonic() < deadline:
             line = ui.stdout.readline() or line
         url = re.search(r"http://127\.0\.0\.1:\d+/#/experiments/\d+/runs\S*", line).group(0)
-        assert url.endswith("?orderByKey=metrics.%60test_accuracy%60&orderByAsc=false")  # best first
+        assert "workflowType=machine_learning" in url and "orderByKey" not in url  # unsorted: trials nested
 
         profile = tmp_path / "chromium"
         dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
@@ -109,8 +109,6 @@ def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared
         text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style).*?</\1>", "", dom, flags=re.S)))
         assert text.count("digits cpu tensorflow") >= 2, text[:2000]  # both searches' parent runs
         assert comparison.info.run_name in text
-        # Sorted by the search's metric, best first: MLflow 3 shows the sort in the toolbar ("Sort: test_accuracy").
-        assert re.search(r"Sort:\s*test_accuracy", text), text[:2000]
 
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         screenshot = ARTIFACTS / "mlflow-ui-runs.png"
@@ -144,7 +142,7 @@ def test_the_html_report_shows_the_headline_and_every_chart_offline_in_a_real_br
     assert "whole search (makespan)" in text and f"{speedup:.3g}x" in text
     for chart in ("phases", "relative_time_cost", "speedup_per_config", "speedup_heatmap"):
         assert re.search(rf'id="chart-{chart}"><svg', dom), chart
-    assert all(run_id in text for run_id in ids) and "Where the CPU won" in text and "Environment" in text
+    assert all(run_id in text for run_id in ids) and "Where the baseline won" in text and "Environment" in text
     screenshot = ARTIFACTS / "comparison-report.png"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     subprocess.run([browser, *CHROMIUM_FLAGS, *offline, f"--screenshot={screenshot}", page.as_uri()],
@@ -159,7 +157,7 @@ def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path):
     logged = gridbench("report", comparison.info.run_id, "--html", "c.html", "--tracking-uri", store, cwd=tmp_path)
     assert logged.stdout.strip() == f"comparison {comparison.info.run_id}: c.html"
     page = (tmp_path / "c.html").read_text()
-    assert page.count("<svg") == 4 and "Where the CPU won" in page  # the report.html the comparison logged
+    assert page.count("<svg") == 4 and "Where the baseline won" in page  # the report.html the comparison logged
     gridbench("report", ids[0], "--tracking-uri", store, cwd=tmp_path)
     search_page = (tmp_path / f"gridbench-search-{ids[0][:8]}.html").read_text()
     assert 'id="chart-phases"><svg' in search_page and "Where the time goes" in search_page

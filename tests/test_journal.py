@@ -129,7 +129,7 @@ def test_a_trial_is_on_disk_before_the_store_and_the_caller_never_waits_for_the_
     metrics = parent_run.data.metrics
     assert metrics["makespan_s"] == 4.0 and metrics["store_retries"] >= 1 and metrics["store_lag_max_s"] > 0
     assert 0 < metrics["journal_write_s"] < 0.5
-    assert parent_run.data.tags["journal.path"] == str(recorder.journal.path)
+    assert parent_run.data.tags["gridbench.journal.path"] == str(recorder.journal.path)
 
 
 def test_a_write_that_reached_the_store_but_failed_is_not_duplicated(store, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -273,7 +274,7 @@ def test_the_results_fit_the_terminal_and_no_value_is_cut(width):
     assert (len(tables) == 1) == (width >= 200)
 
 
-def test_the_ui_opens_the_experiment_whose_search_started_last_sorted_by_its_metric(store):
+def test_the_ui_opens_the_experiment_whose_search_started_last_unsorted_on_its_saved_view(store):
     from mlflow import MlflowClient
 
     from gridbench.tracking.ui import pages
@@ -287,8 +288,18 @@ def test_the_ui_opens_the_experiment_whose_search_started_last_sorted_by_its_met
     )
     comparison = client.create_run(first, start_time=2_500_000, tags={schema.KIND: "comparison"}).info.run_id
     found = pages("http://ui", store, None)
-    assert found.runs == f"http://ui/#/experiments/{first}/runs?orderByKey=metrics.%60trial_wall_s%60&orderByAsc=true"
+    view = "workflowType=machine_learning&compareRunsMode=TABLE&viewStateShareKey=gridbench-comparison"
+    assert found.runs == f"http://ui/#/experiments/{first}/runs?{view}"  # unsorted: MLflow nests trials only then
+    state = json.loads(client.get_experiment(first).tags["mlflow.sharedViewState.gridbench-comparison"])
+    assert state["selectedColumns"] == ["metrics.`trial_wall_s`", "metrics.`steady_epoch_s`", "tags.`device`"]
     assert found.reports == (f"http://ui/#/experiments/{first}/runs/{comparison}/artifactPath/report.html",)
     named = pages("http://ui", store, "last")
-    assert named.runs == f"http://ui/#/experiments/{last}/runs?orderByKey=metrics.%60test_accuracy%60&orderByAsc=false"
+    assert named.runs == f"http://ui/#/experiments/{last}/runs?{view}"
     assert named.reports == ()
+
+
+def test_bookkeeping_tags_renamed_in_schema_6_still_read_under_their_old_names():
+    old = {"driver.pid": "12", "journal.id": "j1", schema.SCHEMA: "5"}
+    assert schema.tag_value(old, schema.DRIVER_PID) == "12" and schema.DRIVER_PID == "gridbench.driver.pid"
+    assert schema.upgrade(old, {}, schema.On.SEARCH)[0][schema.JOURNAL_ID] == "j1"
+    assert schema.tag_value({schema.DRIVER_PID: "7", "driver.pid": "12"}, schema.DRIVER_PID) == "7"

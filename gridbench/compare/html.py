@@ -2,8 +2,9 @@
 
 A comparison's page has the headline figures first, then where the time goes (the
 phases of a trial, per search: why a whole search gains less than an epoch), the
-per-configuration speedups with their intervals, where the CPU won, each search's
-environment, and the runs in MLflow. A search's page has its own figures, phases,
+per-configuration speedups with their intervals (each row linked to MLflow's compare
+view of its trials), where the baseline won, each search's environment, and the runs
+in MLflow with their compare view. A search's page has its own figures, phases,
 trials and environment.
 """
 
@@ -14,8 +15,8 @@ from typing import Sequence
 
 from gridbench import page
 from gridbench.compare import report
-from gridbench.compare.pairing import Comparison
-from gridbench.tracking import schema
+from gridbench.compare.pairing import Comparison, Pairing
+from gridbench.tracking import schema, ui
 from gridbench.tracking.read import SearchRun
 
 # A trial's time in the order it is spent.
@@ -121,20 +122,41 @@ def comparison_page(
     if "relative_time_cost" in charts:
         parts.append(page.chart("relative_time_cost", charts.pop("relative_time_cost")))
 
+    base = ui.ui_base(tracking_uri, ui_base)
     for pairing in comparison.pairings:
         parts.append(page.heading(f"Per configuration: {pairing.other.label}"))
-        parts.append(page.table(*report.config_rows(comparison, pairing)))
+        parts.append(config_table(comparison, pairing, base))
+        parts.append(page.note(report.COST_RATIO))
     parts += [page.chart(name, fig) for name, fig in charts.items()]
-
-    parts.append(page.heading("Where the CPU won"))
-    won = [f"faster (trial wall time): {key}" for p in comparison.pairings for key in p.cpu_faster]
-    won += [f"cheaper per trial: {key}" for p in comparison.pairings for key in p.cpu_cheaper]
-    parts.append(page.bullets(won) if won else page.note("Nowhere: no configuration was faster or cheaper there."))
+    parts.append(baseline_won(comparison))
     parts.append(page.heading("Notes") + page.bullets(report.notes(comparison)))
     parts.append(environment_section(comparison.searches))
     extra = f"this comparison: {comparison_run_id}" if comparison_run_id else ""
-    parts.append(runs_section(comparison.searches, tracking_uri, ui_base, extra))
+    parts.append(runs_section(comparison.searches, tracking_uri, ui_base, extra, compare=True))
     return page.document(f"gridbench: {comparison.experiment}", parts)
+
+
+def config_table(comparison: Comparison, pairing: Pairing, base: str) -> str:
+    """The per-configuration table, each row with a link to MLflow's compare view of its trials."""
+    headers, rows = report.config_rows(comparison, pairing)
+    for row, config in zip(rows, pairing.rows):
+        runs = [*config.run_ids[0], *config.run_ids[1]]
+        experiments = [comparison.baseline.experiment_id, pairing.other.experiment_id]
+        row.append(page.link("compare", ui.compare_runs_url(base, runs, experiments)) if runs else "")
+    rows[-1].append("")  # the geometric means
+    return page.table([*headers, "trials in MLflow"], rows)
+
+
+def baseline_won(comparison: Comparison) -> str:
+    """The configurations where the baseline was faster or cheaper, for any two devices."""
+    found = []
+    for pairing in comparison.pairings:
+        against = f"against {pairing.other.label}"
+        found += [f"{against}: faster (trial wall time): {key}" for key in pairing.baseline_faster]
+        found += [f"{against}: cheaper per trial: {key}" for key in pairing.baseline_cheaper]
+    heading = page.heading(f"Where the baseline won ({comparison.baseline.label})")
+    nowhere = page.note("Nowhere: no configuration was faster or cheaper there.")
+    return heading + (page.bullets(found) if found else nowhere)
 
 
 def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None) -> str:
@@ -161,10 +183,11 @@ def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None
     parts.append(page.heading("Trials"))
     shown = (search.tags.get(schema.METRIC, ""), search.timing_train, schema.TRIAL_WALL_S)
     rows = [
-        [trial.key, str(trial.repeat), trial.status, *(report.num(trial.metrics.get(metric)) for metric in shown)]
+        [trial.key, str(trial.repeat), trial.status, *(report.num(trial.metrics.get(metric)) for metric in shown),
+         trial.device or "-"]
         for trial in search.trials
-    ]
-    parts.append(page.table(["configuration", "repeat", "status", *shown], rows))
+    ]  # fmt: skip
+    parts.append(page.table(["configuration", "repeat", "status", *shown, "device"], rows))
     parts.append(environment_section([search]))
     parts.append(runs_section([search], tracking_uri, ui_base))
     return page.document(f"gridbench: {name}", parts)
@@ -175,17 +198,26 @@ def environment_section(searches: Sequence[SearchRun]) -> str:
     return page.heading("Environment") + page.table(["", *(s.label for s in searches)], rows)
 
 
-def runs_section(searches: Sequence[SearchRun], tracking_uri: str, ui_base: str | None, extra: str = "") -> str:
-    """Each search's run in MLflow: a link where the store is a server we can name, else its id."""
-    base = ui_base or (tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else None)
-    items = []
-    for search in searches:
-        run = html.escape(search.run_id)
-        target = f'<a href="{html.escape(base)}/#/runs/{run}">{run}</a>' if base else run
-        items.append(f"<li>{html.escape(search.label)}: {target}</li>")
+COMPARE_VIEW = "MLflow's compare view of these searches"
+
+
+def runs_section(
+    searches: Sequence[SearchRun], tracking_uri: str, ui_base: str | None, extra: str = "", compare: bool = False
+) -> str:
+    """Each search's run in MLflow, and (comparing) MLflow's compare view of them: links to the UI.
+
+    A store that is a server is its own UI; for any other, the links name `gridbench ui` on its default port.
+    """
+    base = ui.ui_base(tracking_uri, ui_base)
+    items = [f"<li>{html.escape(s.label)}: {page.link(s.run_id, f'{base}/#/runs/{s.run_id}')}</li>" for s in searches]
+    if compare:
+        view = ui.compare_runs_url(base, [s.run_id for s in searches], [s.experiment_id for s in searches])
+        items.append(f"<li>side by side: {page.link(COMPARE_VIEW, view)}</li>")
     if extra:
         items.append(f"<li>{html.escape(extra)}</li>")
     browse = f"store: {tracking_uri}; browse it with: python -m gridbench ui --tracking-uri {tracking_uri}"
+    if base != tracking_uri.rstrip("/") and ui_base is None:
+        browse += f" (the links expect it on {base})"
     return page.heading("Runs in MLflow") + f"<ul>{''.join(items)}</ul>" + page.note(browse)
 
 

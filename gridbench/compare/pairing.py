@@ -62,6 +62,7 @@ class ConfigRow:
     other: Mapping[str, float]
     speedup: Mapping[str, Ratio]  # per timing
     cost_ratio: float | None  # baseline cost / other cost for training this configuration once
+    run_ids: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the trials' MLflow runs: baseline's, other's
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +95,9 @@ class Pairing:
     def speedup_as_run(self) -> float | None:
         """The makespans' ratio, one-off parts and all: what this search's size showed."""
         return self.makespan_speedup
+    # Where the baseline won, whatever the devices: a shorter trial wall time, a lower cost per trial.
+    baseline_faster: tuple[str, ...] = ()
+    baseline_cheaper: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,8 @@ class Comparison:
                     "only_in_other": list(p.only_in_other),
                     "cpu_faster": list(p.cpu_faster),
                     "cpu_cheaper": list(p.cpu_cheaper),
+                    "baseline_faster": list(p.baseline_faster),
+                    "baseline_cheaper": list(p.baseline_cheaper),
                 }
                 for p in self.pairings
             ],
@@ -339,7 +345,8 @@ def compare(
             cost_ratio = None
             if base_trial_price and other_trial_price:
                 cost_ratio = (means_a[WALL] * base_trial_price) / (means_b[WALL] * other_trial_price)
-            rows.append(ConfigRow(key, a[0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio))
+            ids = (tuple(t.run_id for t in a if t.run_id), tuple(t.run_id for t in b if t.run_id))
+            rows.append(ConfigRow(key, a[0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio, ids))
         base_is_cpu, other_is_cpu = base.tags.get(schema.DEVICE) == "cpu", other.tags.get(schema.DEVICE) == "cpu"
         cpu_faster, cpu_cheaper = [], []
         if base_is_cpu != other_is_cpu:
@@ -365,6 +372,8 @@ def compare(
                 projection=projection.project(
                     base, other, (figures[0].price_per_hour, figures[len(pairings) + 1].price_per_hour), project or {}
                 ),
+                baseline_faster=tuple(r.key for r in rows if r.speedup[WALL].value < 1),
+                baseline_cheaper=tuple(r.key for r in rows if r.cost_ratio is not None and r.cost_ratio < 1),
             )
         )
     return Comparison(

@@ -13,7 +13,9 @@ from gridbench.compare import account_report
 from gridbench.compare.pairing import Comparison, Pairing
 from gridbench.compare.statistics import Ratio, geometric_mean
 from gridbench.page import REPORT_PAGE
+from gridbench.tables import Column, balanced, fitted
 from gridbench.tracking import record_comparison, schema
+from gridbench.tracking.records import config_key
 
 FORMATS = ("table", "markdown", "csv", "json")
 # Training-time metrics as tables and plots name them: (column, adjective).
@@ -81,6 +83,13 @@ def config_rows(comparison: Comparison, pairing: Pairing) -> tuple[list[str], li
     return headers, rows
 
 
+COST_RATIO = (
+    "cost ratio = the baseline's cost / the other's cost of training the configuration once: each side's trial "
+    "wall time x the $/hour of what one of its trials holds (its cores x the core price, plus its GPU share x the "
+    "GPU's price); above 1: cheaper on the other side, below 1: cheaper on the baseline"
+)
+
+
 def notes(comparison: Comparison) -> list[str]:
     lines = []
     for pairing in comparison.pairings:
@@ -132,6 +141,7 @@ def notes(comparison: Comparison) -> list[str]:
     lines.append(
         "speedup = baseline time / other time; n.s.: the 95% interval includes 1; (1 run): no repeats, no interval"
     )
+    lines.append(COST_RATIO)
     return lines
 
 
@@ -191,29 +201,71 @@ def render(comparison: Comparison, fmt: str) -> str:
     raise ValueError(fmt)
 
 
-def print_table(console, comparison: Comparison) -> None:
-    from rich.table import Table
+def columns(headers: list[str], rows: list[list[str]], keys: int = 1) -> list[Column]:
+    """A table's headers and rows as terminal columns: the first `keys` identify a row; headers stack balanced."""
+    return [
+        Column(balanced(header), [row[i] for row in rows], key=i < keys, justify="left" if i < keys else "right")
+        for i, header in enumerate(headers)
+    ]
 
-    def rich_table(title, headers, rows):
-        table = Table(title=title)
-        for i, header in enumerate(headers):
-            table.add_column(header, justify="left" if i == 0 else "right")
-        for row in rows:
-            table.add_row(*row)
-        return table
 
-    console.print(rich_table(f"{comparison.experiment}: whole searches", *search_rows(comparison)))
+def config_numbers(comparison: Comparison) -> dict[str, int]:
+    """Each compared configuration's number in the terminal's tables (#), the same in every pairing."""
+    keys = sorted({row.key for pairing in comparison.pairings for row in pairing.rows})
+    return {key: number for number, key in enumerate(keys, start=1)}
+
+
+def varying_axes(comparison: Comparison) -> tuple[list[str], dict[str, str]]:
+    """The grid axes whose value differs between compared configurations, and those of one value (axis -> value)."""
+    configs = [row.config for pairing in comparison.pairings for row in pairing.rows]
+    axes = sorted({axis for config in configs for axis in config})
+    values = {axis: {str(config.get(axis, "")) for config in configs} for axis in axes}
+    varying = [axis for axis in axes if len(values[axis]) > 1]
+    return varying or axes, {axis: next(iter(v)) for axis, v in values.items() if len(v) == 1 and varying}
+
+
+def config_columns(comparison: Comparison, pairing: Pairing) -> list[Column]:
+    """config_rows as terminal columns: the configuration as its number (#) and the axes that vary, one column each."""
+    headers, rows = config_rows(comparison, pairing)
+    numbers, (axes, _) = config_numbers(comparison), varying_axes(comparison)
+    configs = [row.config for row in pairing.rows]
+    ids = [str(numbers[row.key]) for row in pairing.rows] + [GEOMEAN]
+    keys = [Column("#", ids, key=True)]
+    keys += [Column(axis, [str(c.get(axis, "")) for c in configs] + [""], key=True, justify="left") for axis in axes]
+    return keys + columns(headers[1:], [row[1:] for row in rows], keys=0)
+
+
+GEOMEAN = "geomean"  # the row of geometric means, in the # column
+
+
+def terminal_tables(comparison: Comparison, width: int | None) -> list:
+    """The whole searches, then each pairing's configurations: rich tables, each no wider than `width`."""
+    headers, rows = search_rows(comparison)
+    tables = fitted(f"{comparison.experiment}: whole searches", columns(headers, rows), width)
+    fixed = varying_axes(comparison)[1]
+    every = f"; every configuration: {config_key(fixed)}" if fixed else ""
     for pairing in comparison.pairings:
-        console.print(
-            rich_table(f"{pairing.other.label} against {comparison.baseline.label}", *config_rows(comparison, pairing))
-        )
+        found = config_columns(comparison, pairing)
+        # Speedups first, then the times behind them, where the terminal splits the table.
+        speedups = [c.header for c in found if "speedup" in c.header]
+        first = speedups + [c.header for c in found if "(base, other)" in c.header]
+        title = f"{pairing.other.label} against {comparison.baseline.label}{every}"
+        tables += fitted(title, found, width, first)
     accounts = account_report.account_rows(comparison)
     if accounts:
-        console.print(rich_table("where each whole command went", *accounts))
+        tables += fitted("where each whole command went", columns(*accounts), width)
     for pairing in comparison.pairings:
         projected = account_report.projection_rows(pairing)
         if projected:
-            console.print(rich_table(f"projected: {pairing.other.label} against the base", *projected))
+            title = f"projected: {pairing.other.label} against the base"
+            tables += fitted(title, columns(*projected), width, ["speedup [95%]"])
+    return tables
+
+
+def print_table(console, comparison: Comparison) -> None:
+    """The comparison in the terminal: tables that fit its width, no value cut, then the notes."""
+    for table in terminal_tables(comparison, console.width):
+        console.print(table)
     for line in notes(comparison):
         console.print(line, highlight=False)
 
@@ -293,7 +345,9 @@ def figures(comparison: Comparison) -> dict:
         ax.set_ylabel(y_axis)
         for i, row in enumerate(grid):
             for j, value in enumerate(row):
-                ax.text(j, i, f"{value:.2g}x", ha="center", va="center", color="white", fontsize=8)
+                # Dark text on viridis' light end (yellow), light text on its dark end: legible on both.
+                shade = "black" if image.norm(value) > 0.55 else "white"
+                ax.text(j, i, f"{value:.2g}x", ha="center", va="center", color=shade, fontsize=8)
         others = f"\n(geometric mean over {', '.join(axes[2:])})" if axes[2:] else ""
         ax.set_title(f"{train_label(comparison)[1]} speedup{others}", fontsize=9)
         fig.colorbar(image, ax=ax)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import math
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping
 
 from rich.console import Console
@@ -19,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from gridbench import account, compile_cache
+from gridbench.tables import Column, fitted
 from gridbench.tracking import schema, ui_command
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus
@@ -139,25 +139,6 @@ def _cell(metrics: Mapping[str, float], key: str, digits: int) -> str:
     return _fmt(metrics.get(key), digits)
 
 
-@dataclass(frozen=True, eq=False)
-class _Column:
-    header: str
-    cells: list[str]
-    key: bool = False  # identifies a row: the rank and the configuration
-    justify: str = "right"
-    stacked: bool = False  # the header's words on two lines ("steady s/epoch" over two): a narrow terminal
-
-    @property
-    def shown_header(self) -> str:
-        head, _, tail = self.header.partition(" ")
-        return f"{head}\n{tail}" if self.stacked and tail and not self.key else self.header
-
-    @property
-    def width(self) -> int:
-        """What the column takes in a boxed rich table: its widest text, padding either side, one border."""
-        return max([*(len(line) for line in self.shown_header.splitlines()), *(len(c) for c in self.cells)]) + 3
-
-
 def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]:
     """Finished trials ranked by the experiment's metric, in as many tables as `width` columns need.
 
@@ -183,54 +164,21 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     ranks = [str(rank) for rank in range(1, len(finished) + 1)] + ["diverged"] * len(diverged)
     finished += diverged
 
-    columns = [_Column("#", ranks, key=True)]
-    columns += [_Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
+    columns = [Column("#", ranks, key=True)]
+    columns += [Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
     if spec.repeats > 1:
-        columns.append(_Column("repeat", [str(t.repeat) for t in finished], key=True))
+        columns.append(Column("repeat", [str(t.repeat) for t in finished], key=True))
     if not result.plan.data.synthetic:
-        columns.append(_Column(spec.metric, [_fmt(t.metrics.get(spec.metric)) for t in finished]))
+        columns.append(Column(spec.metric, [_fmt(t.metrics.get(spec.metric)) for t in finished]))
     for header, key, digits in timing_columns:
         if key == schema.COMPILE_S and not any(key in t.metrics for t in finished):
             continue  # no compiled loop in this search
-        columns.append(_Column(header, [_cell(t.metrics, key, digits) for t in finished]))
-    columns.append(_Column("device", [t.tags.get(schema.DEVICE_ACTUAL, "?") for t in finished], justify="left"))
+        columns.append(Column(header, [_cell(t.metrics, key, digits) for t in finished]))
+    columns.append(Column("device", [t.tags.get(schema.DEVICE_ACTUAL, "?") for t in finished], justify="left"))
 
     by_key = {key: header for header, key, _ in timing_columns}
     first = [spec.metric, by_key[spec.workload.train_metric], "device", by_key[schema.TRIAL_WALL_S]]
-    tables = []
-    for index, group in enumerate(_split(columns, width, first)):
-        table = Table(title=title if index == 0 else "continued (rows by #)")
-        for column in group:
-            table.add_column(column.shown_header, justify=column.justify)
-        for row in zip(*(column.cells for column in group)):
-            table.add_row(*row)
-        tables.append(table)
-    return tables
-
-
-def _split(columns: list[_Column], width: int | None, first: list[str]) -> list[list[_Column]]:
-    """Groups of columns, each no wider than `width` where a column can fit at all, in the columns' order."""
-    if width is None or _table_width(columns) <= width:
-        return [columns]
-    columns = [replace(c, stacked=True) for c in columns]
-    keys = [c for c in columns if c.key]
-    rank = {header: i for i, header in enumerate(first)}
-    pending = sorted((c for c in columns if not c.key), key=lambda c: rank.get(c.header, len(rank)))
-    groups: list[list[_Column]] = []
-    while pending:
-        lead = keys if not groups else keys[:1]  # the configuration once; then the rank links the rows
-        chosen, used = [], _table_width(lead)
-        for column in list(pending):
-            if used + column.width <= width or not chosen:  # a table holds one column at least
-                chosen.append(column)
-                used += column.width
-                pending.remove(column)
-        groups.append(lead + [c for c in columns if any(c is x for x in chosen)])
-    return groups
-
-
-def _table_width(columns: list[_Column]) -> int:
-    return 1 + sum(c.width for c in columns)  # the left border, then each column's
+    return fitted(title, columns, width, first)
 
 
 def print_search(console: Console, result: SearchResult) -> None:

@@ -91,7 +91,8 @@ def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:
             raise UserError(f"--resume {run_id}: not a search of {spec_name!r}; give one of its parent run ids")
         if parent.info.status == SearchStatus.RUNNING.value:
             alive = driver_alive(parent.data.tags)
-            where = f"pid {parent.data.tags.get(schema.DRIVER_PID)} on {parent.data.tags.get(schema.DRIVER_HOST)}"
+            tags = parent.data.tags
+            where = f"pid {schema.tag_value(tags, schema.DRIVER_PID)} on {schema.tag_value(tags, schema.DRIVER_HOST)}"
             raise UserError(
                 f"--resume {run_id}: the search is still running ({where}"
                 + (")" if alive else "; not this host: resume it there)")
@@ -166,7 +167,11 @@ def _differences(plan: SearchPlan, tags: Mapping[str, str], params: Mapping[str,
         for name, value in ((k, _as_param(v)) for k, v in search_params(plan.spec).items())
         if params.get(name) != value
     ]
-    ran += [f"{name} {params[name]} (now none)" for name in params if name not in search_params(plan.spec)]
+    ran += [
+        f"{name} {params[name]} (now none)"
+        for name in params
+        if name not in search_params(plan.spec) and name not in schema.PLACEMENT_PARAMS  # the tags say those
+    ]
     ran += [
         f"{name} {tags.get(name, '(none)')} (now {value})"
         for name, value in expected_tags(plan).items()

@@ -285,7 +285,7 @@ def run_search(
         else:
             recorder.start(
                 run_name=search_run_name(plan, resources),
-                params=search_params(plan.spec),
+                params={**search_params(plan.spec), **placement_params(plan)},
                 tags=tags,
                 documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
             )
@@ -503,6 +503,16 @@ def search_params(spec: ExperimentSpec) -> dict[str, Any]:
     }
 
 
+def placement_params(plan: SearchPlan) -> dict[str, Any]:
+    """Where the trials run, as params as well as the tags: MLflow's compare view sets params side by side."""
+    return {
+        schema.PARAM_DEVICE: plan.options.device,
+        schema.PARAM_BACKEND: plan.backend,
+        schema.PARAM_CPUS_PER_TRIAL: plan.cpus_per_trial,
+        schema.PARAM_GPUS_PER_TRIAL: f"{plan.gpus_per_trial:g}",
+    }
+
+
 def search_run_name(plan: SearchPlan, resources: Mapping[str, float]) -> str:
     share = f"{plan.gpus_per_trial:g} GPU/trial" if _gpus_used(plan, resources) else f"{plan.cpus_per_trial} CPU/trial"
     synthetic = " synthetic" if plan.data.synthetic else ""
@@ -520,6 +530,7 @@ def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str,
 
     spec = plan.spec
     trial_params = {**spec.params, schema.PARAM_SEED: spec.seed, schema.DATASET: spec.dataset, schema.MODEL: spec.model}
+    trial_params.update(placement_params(plan))
     trial_tags = {
         key: tags[key]
         for key in (schema.DEVICE, schema.BACKEND, schema.COMPILE_CACHE, schema.DATA_SYNTHETIC, schema.EXECUTION)

@@ -23,6 +23,8 @@ class TrialRun:
     diverged: bool = False  # FINISHED, but its training loss became NaN or inf: no result for time to accuracy
     started_s: float = 0.0  # seconds after the search started
     worker: str = ""  # host:pid of the worker process that ran it
+    run_id: str = ""  # its MLflow run
+    device: str = ""  # where the framework put the model (device.actual: cpu:0, gpu:0); "" where not recorded
 
     @property
     def finished(self) -> bool:
@@ -38,6 +40,7 @@ class SearchRun:
     params: Mapping[str, str]  # fixed hyperparameters, grid.* axes, repeats, seed
     metrics: Mapping[str, float]
     trials: tuple[TrialRun, ...]
+    experiment_id: str = ""  # its MLflow experiment ("" where not read from a store)
 
     def __post_init__(self):
         # Older runs lack what later schema versions write on every run: read them through its defaults.
@@ -67,7 +70,8 @@ class SearchRun:
         return {
             k: v
             for k, v in self.params.items()
-            if not k.startswith(schema.GRID_PREFIX) and k not in (schema.PARAM_REPEATS, schema.PARAM_SEED)
+            if not k.startswith(schema.GRID_PREFIX)
+            and k not in (schema.PARAM_REPEATS, schema.PARAM_SEED, *schema.PLACEMENT_PARAMS)
         }
 
 
@@ -113,6 +117,8 @@ def read_search(tracking_uri: str, run_id: str):
                 diverged=child.data.tags.get(schema.DIVERGED) == "true",
                 started_s=((child.info.start_time or started_ms) - started_ms) / 1000,
                 worker=f"{child.data.tags.get(schema.HOST, '')}:{child.data.tags.get(schema.PID, '')}",
+                run_id=child.info.run_id,
+                device=child.data.tags.get(schema.DEVICE_ACTUAL, child.data.tags.get(schema.DEVICE_REQUESTED, "")),
             )
         )
     return SearchRun(
@@ -121,6 +127,7 @@ def read_search(tracking_uri: str, run_id: str):
         params=dict(parent.data.params),
         metrics=dict(parent.data.metrics),
         trials=tuple(sorted(trials, key=lambda t: (t.key, t.repeat))),
+        experiment_id=parent.info.experiment_id,
     )
 
 

@@ -132,11 +132,12 @@ class SearchSummary:
 
     def metrics(self) -> dict[str, float]:
         values = {
+            # First: MLflow's compare view charts a run's first metric by default; the makespan is the one to read.
+            schema.MAKESPAN_S: self.makespan_s,
             schema.TRIALS_TOTAL: self.trials_total,
             schema.TRIALS_FINISHED: self.trials_finished,
             schema.TRIALS_FAILED: self.trials_failed,
             schema.CONCURRENCY: self.concurrency,
-            schema.MAKESPAN_S: self.makespan_s,
             schema.RAY_START_S: self.ray_start_s,
             schema.BACKEND_PROBE_S: self.backend_probe_s,
             schema.TIME_TO_FIRST_TRIAL_S: self.time_to_first_trial_s,

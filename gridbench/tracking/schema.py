@@ -131,10 +131,6 @@ COMPARED_IN = _tag("gridbench.compared_in", On.SEARCH, "the comparison run that 
 SCALE_RUN = _tag("gridbench.scale_run", On.SEARCH, "the scale run this search belongs to")
 SCALE_ID = _tag("scale.id", (On.SEARCH, On.SUMMARY), "one scale's searches share it")
 SCALE_COUNT = _tag("scale.count", On.SEARCH, "the GPU or core count this search ran at")
-# Who runs the search now: a RUNNING search whose driver is gone from this host is stale (gridbench.tracking.stale).
-DRIVER_HOST = _tag("driver.host", On.SEARCH, "the host of the driver process running the search")
-DRIVER_PID = _tag("driver.pid", On.SEARCH, "the driver's process id")
-DRIVER_STARTED = _tag("driver.started", On.SEARCH, "the driver's process start (Unix time): a reused pid is not it")
 # The environment (gridbench.environment.collect), by prefix or name.
 HOST = _tag("host", BOTH, "the machine's name")
 CPU_MODEL = _tag("cpu.model", On.SEARCH, "the CPU")
@@ -259,12 +255,51 @@ TRIALS_RESUMED = _metric(
     "trials_resumed", On.SEARCH, "trials finished in earlier sessions; makespan_s and the overheads cover the others"
 )
 # The journal and the store writer (tracking/journal.py, journaled.py): what recording cost, apart from the makespan.
-JOURNAL_PATH = _tag("journal.path", On.SEARCH, "the search's journal: every record, before the store (gridbench sync)")
-JOURNAL_ID = _tag("journal.id", On.SEARCH, "the journal's id: how `gridbench sync` finds the parent run again")
 JOURNAL_WRITE_S = _metric("journal_write_s", On.SEARCH, "appending and fsyncing trials to the journal (Tune's thread)")
 STORE_WRITE_S = _metric("store_write_s", On.SEARCH, "writing trials to the store, retries included (a writer thread)")
 STORE_LAG_MAX_S = _metric("store_lag_max_s", On.SEARCH, "the longest a trial waited from journal to store")
 STORE_RETRIES = _metric("store_retries", On.SEARCH, "store writes that failed and were tried again")
+
+# --- Bookkeeping in gridbench's namespace, and where a run ran as params (schema 6) ---------------------------------
+# MLflow's compare view sets runs side by side, params and tags apart; its "show diff only" keeps what differs.
+# Until schema 5 the device, backend and resources were tags only, and the bookkeeping that differs between any
+# two runs (a driver's pid, a journal's path) sat among them as bare names. Since schema 6 the bookkeeping tags
+# are gridbench.* (RENAMED: new name -> the name before; readers take either, see `tag_value` and `upgrade`) and
+# device, backend, cores and GPUs per trial are params on every search and trial run as well as tags.
+# Who runs the search now: a RUNNING search whose driver is gone from this host is stale (gridbench.tracking.stale).
+DRIVER_HOST = _tag("gridbench.driver.host", On.SEARCH, "the host of the driver process running the search")
+DRIVER_PID = _tag("gridbench.driver.pid", On.SEARCH, "the driver's process id")
+DRIVER_STARTED = _tag(
+    "gridbench.driver.started", On.SEARCH, "the driver's process start (Unix time): a reused pid is not it"
+)
+# The journal (tracking/journal.py, journaled.py).
+JOURNAL_PATH = _tag(
+    "gridbench.journal.path", On.SEARCH, "the search's journal: every record, before the store (gridbench sync)"
+)
+JOURNAL_ID = _tag(
+    "gridbench.journal.id", On.SEARCH, "the journal's id: how `gridbench sync` finds the parent run again"
+)
+RENAMED = {
+    DRIVER_HOST: "driver.host",
+    DRIVER_PID: "driver.pid",
+    DRIVER_STARTED: "driver.started",
+    JOURNAL_PATH: "journal.path",
+    JOURNAL_ID: "journal.id",
+}
+PARAM_DEVICE = _param("device", str, BOTH, "cpu or gpu: the tag device, as a param", since=6)
+PARAM_BACKEND = _param("backend", str, BOTH, "the tag backend, as a param", since=6)
+PARAM_CPUS_PER_TRIAL = _param("cpus_per_trial", int, BOTH, "cores Ray reserved per trial, as a param", since=6)
+PARAM_GPUS_PER_TRIAL = _param("gpus_per_trial", float, BOTH, "GPUs Ray reserved per trial, as a param", since=6)
+# Where a search ran, not what it trained: never a hyperparameter to match (gridbench.compare.pairing).
+PLACEMENT_PARAMS = (PARAM_DEVICE, PARAM_BACKEND, PARAM_CPUS_PER_TRIAL, PARAM_GPUS_PER_TRIAL)
+
+
+def tag_value(tags: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    """A tag of any schema version: under its name, else under the name it had before (RENAMED)."""
+    if name in tags:
+        return tags[name]
+    return tags.get(RENAMED.get(name, name), default)
+
 
 # --- A trial (nested run) ------------------------------------------------------------------------------------------
 PARENT_RUN = _tag("mlflow.parentRunId", On.TRIAL, "the search's run (MLflow's own tag)")
@@ -381,7 +416,8 @@ def defaults(version: int, kind: Kind, on: On) -> dict[str, str | float]:
 def upgrade(tags: Mapping[str, str], metrics: Mapping[str, float], on: On) -> tuple[dict, dict]:
     """A run's tags and metrics as the current schema reads them: an older run's gaps filled by their defaults."""
     version = version_of(tags)
+    renamed = {new: tags[old] for new, old in RENAMED.items() if old in tags and new not in tags}
     return (
-        {**defaults(version, Kind.TAG, on), **tags},
+        {**defaults(version, Kind.TAG, on), **tags, **renamed},
         {**defaults(version, Kind.METRIC, on), **metrics},
     )

@@ -41,21 +41,24 @@ def driver_alive(tags: Mapping[str, str]) -> bool | None:
     """True or False for a driver on this host; None where it cannot be told (another host, no driver tags)."""
     import psutil
 
-    if tags.get(schema.DRIVER_HOST) != socket.gethostname() or not tags.get(schema.DRIVER_PID):
+    names = (schema.DRIVER_HOST, schema.DRIVER_PID, schema.DRIVER_STARTED)
+    tags = {name: schema.tag_value(tags, name) for name in names}
+    if tags[schema.DRIVER_HOST] != socket.gethostname() or not tags[schema.DRIVER_PID]:
         return None
     try:
         process = psutil.Process(int(tags[schema.DRIVER_PID]))
         started = f"{process.create_time():.3f}"
     except (psutil.Error, ValueError):
         return False
-    return started == tags.get(schema.DRIVER_STARTED, started) and process.status() != psutil.STATUS_ZOMBIE
+    return started == (tags[schema.DRIVER_STARTED] or started) and process.status() != psutil.STATUS_ZOMBIE
 
 
 def stale_error(run) -> str:
     tags = run.data.tags
     spec = tags.get(schema.SPEC_NAME, "EXPERIMENT")
     return (
-        f"its driver (pid {tags.get(schema.DRIVER_PID)} on {tags.get(schema.DRIVER_HOST)}) died without ending it; "
+        f"its driver (pid {schema.tag_value(tags, schema.DRIVER_PID)} on {schema.tag_value(tags, schema.DRIVER_HOST)}) "
+        f"died without ending it; "
         f"continue it with `gridbench search {spec} --resume {run.info.run_id}` (and the options it ran with)"
     )
 

@@ -92,15 +92,16 @@ def ensure_parent(
 
         try:
             run = store.client.get_run(known_run_id)
-            if run.data.tags.get(schema.JOURNAL_ID) == journal_id or resumed == known_run_id:
+            if schema.tag_value(run.data.tags, schema.JOURNAL_ID) == journal_id or resumed == known_run_id:
                 found = known_run_id
         except MlflowException:  # another store, or the run was never created there
             pass
-    if found is None:
-        runs = store.client.search_runs(
-            [store.experiment_id], filter_string=f"tags.`{schema.JOURNAL_ID}` = '{journal_id}'", max_results=1
-        )
-        found = runs[0].info.run_id if runs else None
+    for name in (schema.JOURNAL_ID, schema.RENAMED[schema.JOURNAL_ID]):  # a journal of schema 5 or before: journal.id
+        if found is None:
+            runs = store.client.search_runs(
+                [store.experiment_id], filter_string=f"tags.`{name}` = '{journal_id}'", max_results=1
+            )
+            found = runs[0].info.run_id if runs else None
     if found is None:
         store.start(**start)
         return True

@@ -7,6 +7,7 @@ and runs one web worker: 3 processes (gridbench, the server, its worker), 0.69 G
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -14,7 +15,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from typing import Sequence
+from urllib.parse import quote, urlparse
 
 from gridbench.errors import UserError
 from gridbench.tracking import schema
@@ -27,6 +29,23 @@ from gridbench.tracking.store import (
 )
 
 HOST = "127.0.0.1"
+DEFAULT_PORT = 5000  # `gridbench ui`'s, and where links to a local store's UI expect it
+
+
+def ui_base(tracking_uri: str, given: str | None = None) -> str:
+    """Where the store's UI is: `given`, the tracking server itself, else `gridbench ui` on its default port."""
+    if given:
+        return given.rstrip("/")
+    if tracking_uri.startswith(("http://", "https://")):
+        return tracking_uri.rstrip("/")
+    return f"http://{HOST}:{DEFAULT_PORT}"
+
+
+def compare_runs_url(base_url: str, run_ids: Sequence[str], experiment_ids: Sequence[str]) -> str:
+    """MLflow's compare view of these runs, side by side (`#/compare-runs?runs=[...]&experiments=[...]`)."""
+    runs = quote(json.dumps(list(run_ids), separators=(",", ":")), safe="")
+    experiments = quote(json.dumps(sorted({e for e in experiment_ids if e}), separators=(",", ":")), safe="")
+    return f"{base_url}/#/compare-runs?runs={runs}&experiments={experiments}"
 
 
 def _interrupt(signum, frame) -> None:
@@ -50,8 +69,64 @@ def server_command(tracking_uri: str, port: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Pages:
-    runs: str  # the experiment's runs page, sorted by its search's metric
+    runs: str  # the experiment's runs page: Model training mode, searches with their trials nested
     reports: tuple[str, ...] = ()  # the latest comparison's and scale's report.html, in the UI's artifact view
+    compare: str | None = None  # MLflow's compare view of the latest comparison's searches
+    saved_view: bool = False  # the runs page opens on gridbench's saved view (its columns chosen)
+
+
+# MLflow keeps saved views of the runs table (columns, sort, filter) as the experiment tag
+# mlflow.sharedViewState.<key>, opened by ?viewStateShareKey=<key>. Undocumented: read from the UI bundle of
+# MLflow 3.15-3.17 (a flat state whose selectedColumns are "metrics.`name`", "params.`name`"...), used from the
+# versions it was seen in, and checked by a browser test (tests/test_ui_browser.py); elsewhere the hint is printed.
+SAVED_VIEW_SINCE = (3, 15)
+SAVED_VIEW_PREFIX = "mlflow.sharedViewState."
+SAVED_VIEW_KEY = "gridbench-comparison"
+
+
+def saved_view_supported() -> bool:
+    import mlflow
+
+    try:
+        major, minor = (int(part) for part in mlflow.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= SAVED_VIEW_SINCE
+
+
+def view_columns(search) -> list[str]:
+    """The runs table's columns a comparison reads: accuracy, training time, wall time, device, the grid's axes.
+
+    Few enough to fit a 1500-pixel window beside MLflow's own (run name, created, duration): more columns
+    land off-screen, to the right."""
+    tags, params = search.data.tags, search.data.params
+    metrics = [tags.get(schema.METRIC), tags.get(schema.TIMING_TRAIN, schema.STEADY_EPOCH_S), schema.TRIAL_WALL_S]
+    # Since schema 6 where a run ran is a param on every run; before, a tag only.
+    placement = "params" if schema.PARAM_DEVICE in params else "tags"
+    columns = [f"metrics.`{m}`" for m in dict.fromkeys(m for m in metrics if m)]
+    columns.append(f"{placement}.`{schema.DEVICE}`")
+    columns += [f"params.`{k[len(schema.GRID_PREFIX) :]}`" for k in sorted(params) if k.startswith(schema.GRID_PREFIX)]
+    return columns
+
+
+def save_view(client, experiment_id: str, search) -> None:
+    """Writes gridbench's saved view of the runs table on the experiment: unsorted (MLflow nests trials under
+    their search only then), every run shown, the comparison's columns chosen."""
+    state = {
+        "selectedColumns": view_columns(search),
+        "runsHiddenMode": "SHOW_ALL",
+        "orderByKey": "",
+        "orderByAsc": False,
+    }
+    client.set_experiment_tag(experiment_id, SAVED_VIEW_PREFIX + SAVED_VIEW_KEY, json.dumps(state))
+
+
+def runs_url(base_url: str, experiment_id: str, saved_view: bool) -> str:
+    """The runs page in Model training mode, unsorted so that trials nest under their search."""
+    query = "workflowType=machine_learning&compareRunsMode=TABLE"
+    if saved_view:
+        query += f"&viewStateShareKey={SAVED_VIEW_KEY}"
+    return f"{base_url}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def pages(base_url: str, tracking_uri: str, spec_name: str | None) -> Pages:
@@ -77,15 +152,18 @@ def pages(base_url: str, tracking_uri: str, spec_name: str | None) -> Pages:
             return Pages(f"{base_url}/")
         experiment_id = latest.info.experiment_id
     search = _latest(client, [experiment_id], "search")
-    metric = search.data.tags.get(schema.METRIC) if search else None
-    descending = search is None or search.data.tags.get(schema.METRIC_MODE, "max") == "max"
-    sort = f"?orderByKey=metrics.%60{metric}%60&orderByAsc={str(not descending).lower()}" if metric else ""
-    reports = []
+    saved = search is not None and saved_view_supported()
+    if saved:
+        save_view(client, experiment_id, search)
+    reports, compare = [], None
     for kind in ("comparison", "scale"):
         run = _latest(client, [experiment_id], kind)
         if run is not None:
             reports.append(f"{base_url}/#/experiments/{experiment_id}/runs/{run.info.run_id}/artifactPath/report.html")
-    return Pages(f"{base_url}/#/experiments/{experiment_id}/runs{sort}", tuple(reports))
+        if run is not None and kind == "comparison":
+            compared = [r for r in run.data.tags.get(schema.COMPARE_RUNS, "").split(",") if r]
+            compare = compare_runs_url(base_url, compared, [experiment_id]) if compared else None
+    return Pages(runs_url(base_url, experiment_id, saved), tuple(reports), compare, saved)
 
 
 def _latest(client, experiment_ids: list[str], kind: str):
@@ -144,12 +222,15 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
                 raise UserError(f"the MLflow server did not answer on {base_url} within 120 s")
             time.sleep(0.5)
         print(f"MLflow UI for {uri}: {found.runs}", flush=True)
-        # MLflow 3 keeps the runs table's columns in the browser, not the address: say where to choose them.
-        print(
-            "In the UI: choose 'Model training' (top left), then 'Columns' to add test_accuracy, steady_epoch_s, "
-            "trial_wall_s, the grid's params and the device tag",
-            flush=True,
-        )
+        if not found.saved_view:
+            # Without a saved view MLflow keeps the runs table's columns in the browser: say where to choose them.
+            print(
+                "In the UI: 'Columns' adds test_accuracy, steady_epoch_s, trial_wall_s, the grid's params and "
+                "device; keep the table unsorted (or by start time) to see trials nested under their search",
+                flush=True,
+            )
+        if found.compare:
+            print(f"compare view (the latest comparison's searches, side by side): {found.compare}", flush=True)
         for report in found.reports:
             print(f"report: {report}", flush=True)
         print("Ctrl-C stops it.", flush=True)
