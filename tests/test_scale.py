@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -98,6 +100,7 @@ def test_data_parallel_training_splits_each_batch_over_the_devices(kept_environ)
     """Two XLA host devices stand in for two GPUs: the same compiled loop, sharded by Keras' DataParallel."""
     script = """
 import json
+import math
 from gridbench import datasets
 from gridbench.datasets import find, read
 from gridbench.trial import TrialContext, run_trial
@@ -184,3 +187,19 @@ def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(tmp_path):
     assert summary_run.data.metrics["efficiency_2"] == pytest.approx(rows[1]["efficiency"])
     artifacts = {a.path for a in client.list_artifacts(summary_run.info.run_id)}
     assert {"scaling.png", "scale.md", "scale.csv", "scale.json", "report.html"} <= artifacts
+
+
+def test_steady_efficiency_compares_the_counts_steady_cost_and_the_table_shows_each_count_s_account():
+    from gridbench import account
+    from gridbench.scale import report as scale_report
+
+    def with_account(makespan, concurrency, one_off, steady):
+        parts = dict.fromkeys(account.PARTS, 0.0) | {"startup_s": one_off, "training_s": steady}
+        return replace(summary(makespan, concurrency, 72.0), account=parts)
+
+    points = [(1, "a", with_account(80.0, 1, 20.0, 60.0), []), (2, "b", with_account(52.0, 2, 20.0, 32.0), [])]
+    rows = scale_rows(points, "steady_epoch_s")
+    # As run: 80 / 52 over 2 GPUs = 77%; the trials alone: 60 / 32 over 2 = 94% (the one-off 20 s is paid at each).
+    assert rows[1].efficiency == pytest.approx(80 / 52 / 2)
+    assert rows[1].efficiency_steady == pytest.approx(60 / 32 / 2)
+    assert math.isnan(scale_rows([(1, "a", summary(80.0, 1, 72.0), [])], "steady_epoch_s")[0].efficiency_steady)

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from gridbench import account
 from gridbench.page import REPORT_PAGE
 from gridbench.scale.run import ScaleResult
 from gridbench.tracking import record_summary, schema
@@ -25,6 +26,7 @@ COLUMNS = (
     ("trials/hour", "throughput_per_h", "{:.0f}"),
     ("speedup", "speedup", "{:.2f}x"),
     ("efficiency", "efficiency", "{:.0%}"),
+    ("steady efficiency", "efficiency_steady", "{:.0%}"),
     ("training share", "training_share", "{:.2f}"),
     ("trial wall s (median)", "trial_wall_median_s", "{:.2f}"),
     ("{train} (median)", "train_median_s", "{:.4g}"),
@@ -62,10 +64,26 @@ def notes(result: ScaleResult) -> list[str]:
     return [
         f"speedup = makespan at {base} / makespan at N; efficiency = speedup / (N / {base}); "
         "idle s = makespan less the trials' summed wall time spread over the trials that could run at once "
-        "(Ray and worker start, queueing, recording); training share = timed epochs / (makespan x trials at once), "
-        "as each count's search run records it",
+        "(Ray and worker start, queueing, recording); training share = epochs at their steady time / (makespan x "
+        "trials at once), as each count's search run records it; steady efficiency: the same from the searches' "
+        "steady cost, without start-up, compiling, workers' start and end (the account below)",
         f"scale id {result.scale_id}; one MLflow search run per count, tagged scale.id",
     ]
+
+
+def account_table(result: ScaleResult) -> Table | None:
+    """Where each count's whole command went, part by part (gridbench.account); None if no count has an account."""
+    if not any(row.account for row in result.rows):
+        return None
+    table = Table(title=f"where each count's whole command went (s), at 1..N {_unit(result)}")
+    table.add_column("part")
+    for row in result.rows:
+        table.add_column(str(row.count), justify="right")
+    for part, label in account.PART_LABELS.items():
+        table.add_row(label, *[f"{row.account[part]:.1f}" if row.account else "-" for row in result.rows])
+    wholes = [f"{sum(row.account.values()):.1f}" if row.account else "-" for row in result.rows]
+    table.add_row("whole command", *wholes)
+    return table
 
 
 def print_table(console: Console, result: ScaleResult) -> None:
@@ -75,6 +93,9 @@ def print_table(console: Console, result: ScaleResult) -> None:
     for cells in _cells(result):
         table.add_row(*cells)
     console.print(table)
+    accounts = account_table(result)
+    if accounts is not None:
+        console.print(accounts)
     for line in notes(result):
         console.print(line, highlight=False)
 

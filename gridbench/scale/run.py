@@ -13,10 +13,10 @@ import math
 import statistics
 import time
 import uuid
-from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
-from gridbench import compile_cache, environment
+from gridbench import account, compile_cache, environment
 from gridbench.errors import UserError
 from gridbench.search import SearchOptions, SearchPlan, placement, plan_search
 from gridbench.spec import ExperimentSpec
@@ -41,8 +41,12 @@ class ScaleRow:
     setup_median_s: float  # import + data + model build, per trial
     first_trial_s: float  # from the search's start to its first trial's: Ray starting, the first worker
     idle_s: float  # makespan x concurrency - sum of trial wall times, over concurrency: what ran no trial
-    # Timed epochs / (makespan x concurrency): the value the count's search run records (schema.TRAINING_SHARE).
+    # Steady training / (makespan x concurrency): the value the count's search run records (schema.TRAINING_SHARE).
     training_share: float
+    # The count's search's whole command in parts (gridbench.account.PARTS -> s); empty where not recorded.
+    account: Mapping[str, float] = field(default_factory=dict)
+    # As efficiency, from the searches' steady cost (their trials, without the one-off parts): NaN without accounts.
+    efficiency_steady: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields; NaN (nothing to divide by) as None, which JSON can hold."""
@@ -78,9 +82,18 @@ def scale_rows(
                 first_trial_s=summary.time_to_first_trial_s,
                 idle_s=summary.makespan_s - summary.ideal_makespan_s,
                 training_share=summary.training_share,
+                account=dict(summary.account),
+                efficiency_steady=_steady_speedup(base_summary, summary) / (count / base_count),
             )
         )
     return rows
+
+
+def _steady_speedup(base: SearchSummary, other: SearchSummary) -> float:
+    if not base.account or not other.account:
+        return float("nan")
+    steady = account.Account(**other.account).steady_s
+    return account.Account(**base.account).steady_s / steady if steady else float("nan")
 
 
 def _median(values) -> float:
