@@ -232,3 +232,12 @@ def test_a_fused_search_is_projected_in_epochs_but_not_in_configurations():
 def test_bad_project_sizes_are_refused_in_one_line(text, message):
     with pytest.raises(UserError, match=message):
         parse_sizes(text)
+
+
+def test_the_comparison_page_draws_each_whole_command_and_the_projected_speedup():
+    from gridbench.compare import html
+
+    text = html.comparison_page(compare(list(cpu_gpu_pair()), PRICES), "sqlite:///unused.db")
+    assert "where each whole command went" in text and "At other sizes, projected" in text
+    assert text.count("<svg") >= 3  # the account's bars and the projection's two panels among the charts
+    assert "projected, not measured" in text

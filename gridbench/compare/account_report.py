@@ -51,7 +51,7 @@ def speedup_lines(comparison: Comparison) -> list[str]:
 def projection_rows(pairing: Pairing) -> tuple[list[str], list[list[str]]] | None:
     if pairing.projection is None or not pairing.projection.rows:
         return None
-    headers = ["projected size", "epochs", "configs", "x", "base s", "other s", "speedup [95%]", "cost ratio"]
+    headers = ["projected size", "epochs", "configs", "repeats", "base s", "other s", "speedup [95%]", "cost ratio"]
     return headers, [_row(r) for r in pairing.projection.rows]
 
 
@@ -84,8 +84,54 @@ def projection_notes(comparison: Comparison) -> list[str]:
         lines.append(
             "projection: a model, not a measurement. Start-up, compiling, workers' start and end are held as "
             "measured; each trial's overhead and warm-up scale with the trials, its epochs with the epochs "
-            "(x = repeats; makespans in s; the interval is the trials' spread, bootstrapped). It assumes the same "
+            "(makespans in s; the interval is the trials' spread, bootstrapped). It assumes the same "
             "mix of configurations (programs already compiled) and each trial keeping its resources; cost ratio = "
             "base cost / other cost at the price table (above 1: the other is cheaper)"
         )
     return lines
+
+
+def account_figure(comparison: Comparison):
+    """Each search's whole command as one stacked bar, part by part (gridbench.account)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [(s.label, f.account) for s, f in zip(comparison.searches, comparison.figures) if f.account]
+    fig, ax = plt.subplots(figsize=(9, 1.9 + 0.5 * len(shown)))
+    left = [0.0] * len(shown)
+    for part, label in account.PART_LABELS.items():
+        values = [a.parts()[part] for _, a in shown]
+        ax.barh(range(len(shown)), values, left=left, label=label)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_yticks(range(len(shown)), [label for label, _ in shown])
+    ax.set_xlabel("seconds of the whole command")
+    ax.set_title("where each whole command went")
+    fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.22, 1, 1))
+    return fig
+
+
+def projection_figure(pairing: Pairing):
+    """The projected speedup along epochs and along configurations, the measured size marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = pairing.projection.curves
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.5 * len(curves), 3.4), squeeze=False)
+    for ax, (axis, points) in zip(axes[0], curves.items()):
+        xs = [x for x, _ in points]
+        ax.fill_between(xs, [s.low for _, s in points], [s.high for _, s in points], alpha=0.25, label="95% interval")
+        ax.plot(xs, [s.value for _, s in points], "o-", label="projected speedup")
+        ax.plot(xs[:1], [points[0][1].value], "k*", markersize=12, label="measured size")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{axis} (the rest as run)")
+        ax.set_ylabel("whole-search speedup (makespans)")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"{pairing.other.label}: projected, not measured")
+    fig.tight_layout()
+    return fig

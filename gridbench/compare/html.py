@@ -14,7 +14,7 @@ import html
 from typing import Sequence
 
 from gridbench import page
-from gridbench.compare import report
+from gridbench.compare import account_report, report
 from gridbench.compare.pairing import Comparison, Pairing
 from gridbench.tracking import schema, ui
 from gridbench.tracking.read import SearchRun
@@ -117,6 +117,7 @@ def comparison_page(
 
     charts = report.figures(comparison)
     parts.append(page.heading("Where the time goes"))
+    parts += account_section(comparison)
     parts.append(page.note("A trial's time, phase by phase: what a whole search pays besides training."))
     parts.append(page.chart("phases", phase_figure(comparison.searches, comparison.experiment)))
     if "relative_time_cost" in charts:
@@ -128,12 +129,38 @@ def comparison_page(
         parts.append(config_table(comparison, pairing, base))
         parts.append(page.note(report.COST_RATIO))
     parts += [page.chart(name, fig) for name, fig in charts.items()]
+    parts += projection_section(comparison)
     parts.append(baseline_won(comparison))
     parts.append(page.heading("Notes") + page.bullets(report.notes(comparison)))
     parts.append(environment_section(comparison.searches))
     extra = f"this comparison: {comparison_run_id}" if comparison_run_id else ""
     parts.append(runs_section(comparison.searches, tracking_uri, ui_base, extra, compare=True))
     return page.document(f"gridbench: {comparison.experiment}", parts)
+
+
+def account_section(comparison: Comparison) -> list[str]:
+    """Each search's whole command, part by part, as a stacked bar and a table (none before schema 6)."""
+    rows = account_report.account_rows(comparison)
+    if rows is None:
+        return [page.note("No account: these searches were recorded before gridbench kept one.")]
+    lines = account_report.speedup_lines(comparison)
+    return [page.chart("account", account_report.account_figure(comparison)), page.table(*rows), page.bullets(lines)]
+
+
+def projection_section(comparison: Comparison) -> list[str]:
+    """The pair at other sizes: a model's projection, labelled as one, with its charts and break-even points."""
+    parts = []
+    for pairing in comparison.pairings:
+        rows = account_report.projection_rows(pairing)
+        if rows is None:
+            continue
+        parts.append(page.heading(f"At other sizes, projected: {pairing.other.label}"))
+        parts.append(page.table(*rows))
+        if pairing.projection.curves:
+            parts.append(page.chart("projection", account_report.projection_figure(pairing)))
+    if parts:
+        parts.append(page.bullets(account_report.projection_notes(comparison)))
+    return parts
 
 
 def config_table(comparison: Comparison, pairing: Pairing, base: str) -> str:

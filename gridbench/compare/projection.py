@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from gridbench import account
@@ -180,6 +180,8 @@ class Projection:
     rows: tuple[Row, ...]
     break_even: tuple[str, ...]  # in words: where the other search becomes cheaper, and 10x faster
     why_not: str | None = None  # the pair cannot be projected at all
+    # The speedup along epochs and along configurations (the rest as run): axis -> ((x, speedup), ...).
+    curves: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -188,6 +190,7 @@ class Projection:
             "rows": [r.to_dict() for r in self.rows],
             "break_even": list(self.break_even),
             "why_not": self.why_not,
+            "curves": {axis: [{"x": x, **s.to_dict()} for x, s in points] for axis, points in self.curves.items()},
         }
 
 
@@ -202,9 +205,9 @@ def _why_not(model: Model, epochs: int, configs: int, repeats: int, concurrency:
     return None
 
 
-def _bootstrap(model: Model, size: tuple[int, int, int, int], rng: random.Random) -> list[float]:
+def _bootstrap(model: Model, size: tuple[int, int, int, int], rng: random.Random, samples=BOOTSTRAP_SAMPLES) -> list:
     n = len(model.trials)
-    return [model.makespan_s(*size, sample=[rng.choice(model.trials) for _ in range(n)]) for _ in range(BOOTSTRAP_SAMPLES)]
+    return [model.makespan_s(*size, sample=[rng.choice(model.trials) for _ in range(n)]) for _ in range(samples)]
 
 
 def _quantiles(values: list[float]) -> tuple[float, float]:
@@ -286,6 +289,33 @@ def break_even(base: Model, other: Model) -> list[str]:
     return lines
 
 
+CURVE_POINTS = (1, 2, 5, 10, 20, 50, 100)  # multiples of the measured epochs or configurations
+
+
+def curves(base: Model, other: Model, seed: int = 0) -> dict[str, tuple]:
+    """The speedup at multiples of the measured epochs and configurations, with its interval (fewer resamples)."""
+    rng, out = random.Random(seed), {}
+    for axis in ("epochs", "configs"):
+        measured = base.epochs if axis == "epochs" else base.configs
+        if not measured or any(_why_not(m, *_sized(m, axis, measured * 2)) for m in (base, other)):
+            continue
+        points = []
+        for multiple in CURVE_POINTS:
+            sizes = [_sized(m, axis, measured * multiple) for m in (base, other)]
+            values = [m.makespan_s(*s) for m, s in zip((base, other), sizes)]
+            samples = [_bootstrap(m, s, rng, samples=300) for m, s in zip((base, other), sizes)]
+            ratios = [a / b for a, b in zip(*samples) if b > 0]
+            points.append((measured * multiple, Interval(values[0] / values[1], *_quantiles(ratios))))
+        out[axis] = tuple(points)
+    return out
+
+
+def _sized(model: Model, axis: str, value: int) -> tuple[int, int, int, int]:
+    if axis == "epochs":
+        return value, model.configs, model.repeats, model.concurrency
+    return model.epochs, value, model.repeats, model.concurrency
+
+
 def default_sizes(base: Model) -> list[tuple[str, dict[str, int]]]:
     return [
         ("as run", {}),
@@ -307,4 +337,6 @@ def project(base_search: SearchRun, other_search: SearchRun, prices: Sequence[fl
     if asked:
         sizes.append(("asked (--project)", dict(asked)))
     rows = tuple(project_row(base, other, label, size) for label, size in sizes)
-    return Projection(base_search.run_id, other_search.run_id, rows, tuple(break_even(base, other)))
+    return Projection(
+        base_search.run_id, other_search.run_id, rows, tuple(break_even(base, other)), curves=curves(base, other)
+    )
