@@ -1,6 +1,6 @@
 """Where a search's time went: the whole command split into named parts that add up to it.
 
-    command start -> start-up -> [first trial ... last trial] -> end -> command end
+    command start -> [compile warm-up] -> start-up -> [first trial ... last trial] -> end -> command end
 
 The trials' window is shared out by what each trial's own clock measured (gridbench.trial):
 its imports, its compiling, its epochs (the first one's excess over a steady epoch is
@@ -24,9 +24,19 @@ from typing import Iterable, Mapping, Sequence
 from gridbench.tracking import schema
 
 # The parts, in the order they happen; the first four and the end are paid once per search.
-PARTS = ("startup_s", "compile_s", "worker_start_s", "trial_overhead_s", "warmup_s", "training_s", "end_s")
-ONE_OFF = ("startup_s", "compile_s", "worker_start_s", "end_s")
+PARTS = (
+    "compile_warmup_s",
+    "startup_s",
+    "compile_s",
+    "worker_start_s",
+    "trial_overhead_s",
+    "warmup_s",
+    "training_s",
+    "end_s",
+)
+ONE_OFF = ("compile_warmup_s", "startup_s", "compile_s", "worker_start_s", "end_s")
 PART_LABELS = {
+    "compile_warmup_s": "compile warm-up (before timed searches)",
     "startup_s": "start-up (command to first trial)",
     "compile_s": "compiling not hidden",
     "worker_start_s": "workers' start (imports, device)",
@@ -101,6 +111,7 @@ def timings_of(members: Iterable[tuple[str, float, float, Mapping[str, float]]],
 class Account:
     """The whole command in parts (seconds of wall time); they add up to `whole_command_s`."""
 
+    compile_warmup_s: float
     startup_s: float
     compile_s: float
     worker_start_s: float
@@ -133,9 +144,9 @@ class Account:
     def from_metrics(cls, metrics: Mapping[str, float]) -> Account | None:
         """The account a search's parent run holds; None for a search recorded before it existed."""
         names = {part: schema.ACCOUNT_PREFIX + part for part in PARTS}
-        if not all(name in metrics for name in names.values()):
+        if not all(name in metrics for part, name in names.items() if part != "compile_warmup_s"):
             return None
-        return cls(**{part: float(metrics[name]) for part, name in names.items()})
+        return cls(**{part: float(metrics.get(name, 0.0)) for part, name in names.items()})
 
 
 @dataclass(frozen=True)
@@ -196,18 +207,21 @@ def account(
     command_end: float,
     concurrency: int,
     precompile_wait_s: float = 0.0,
+    compile_warmup_s: float = 0.0,
 ) -> Breakdown:
     """The account of a search from its trials' timings and the command's start and end (Unix times).
 
-    `precompile_wait_s`: the trials' start waited that long for programs compiled ahead (a CPU search).
+    `precompile_wait_s`: the trials' start waited that long for programs compiled ahead (a CPU search);
+    `compile_warmup_s`: the command compiled every search's programs that long before this one started.
     """
     whole = max(0.0, command_end - command_start)
+    warmup = min(max(0.0, compile_warmup_s), whole)
     if not timings:  # nothing ran: it was all start-up and end
-        return Breakdown(Account(whole, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), (), max(1, concurrency))
+        return Breakdown(Account(warmup, whole - warmup, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), (), max(1, concurrency))
     slots = max(1, min(concurrency, len(timings)))
     first_start = min(t.started_at for t in timings)
     window = max(0.0, max(t.ended_at for t in timings) - first_start)
-    wait = min(max(0.0, precompile_wait_s), max(0.0, first_start - command_start))
+    wait = min(max(0.0, precompile_wait_s), max(0.0, first_start - command_start - warmup))
     trials, overhead_excess, warmup_excess = per_trial(timings)
     busy = {
         "compile_s": sum(t.compile_s for t in timings),
@@ -221,15 +235,16 @@ def account(
     if filled > window > 0:  # clocks of several nodes disagree: share the window out in proportion
         in_window = {part: seconds * window / filled for part, seconds in in_window.items()}
     gaps = max(0.0, window - sum(in_window.values()))
-    startup = max(0.0, first_start - command_start) - wait
+    startup = max(0.0, first_start - command_start - warmup) - wait
     parts = Account(
+        compile_warmup_s=warmup,
         startup_s=startup,
         compile_s=in_window["compile_s"] + wait,
         worker_start_s=in_window["worker_start_s"],
         trial_overhead_s=in_window["trial_overhead_s"] + gaps,
         warmup_s=in_window["warmup_s"],
         training_s=in_window["training_s"],
-        end_s=max(0.0, whole - startup - wait - window),
+        end_s=max(0.0, whole - warmup - startup - wait - window),
     )
     return Breakdown(parts, with_gaps(trials, gaps, slots), slots)
 
@@ -237,6 +252,7 @@ def account(
 def one_line(parts: Account) -> str:
     """'start-up 8.2 s, compiling 0.4 s, ...' for a search's summary."""
     short = {
+        "compile_warmup_s": "compile warm-up",
         "startup_s": "start-up",
         "compile_s": "compiling",
         "worker_start_s": "workers' start",
@@ -245,4 +261,5 @@ def one_line(parts: Account) -> str:
         "training_s": "training",
         "end_s": "end",
     }
-    return ", ".join(f"{short[p]} {s:.1f} s" for p, s in parts.parts().items())
+    shown = {p: s for p, s in parts.parts().items() if p != "compile_warmup_s" or s}
+    return ", ".join(f"{short[p]} {s:.1f} s" for p, s in shown.items())

@@ -290,6 +290,7 @@ def _search(args: argparse.Namespace) -> int:
     from gridbench.search import backends, plan_pair, plan_search, run_search
     from gridbench.search.progress import SearchProgress, print_search
     from gridbench.search.run import RaySession
+    from gridbench.tracking import schema
 
     spec = _load(args)
     # The store opens while Ray starts, except where --resume reads it first.
@@ -330,7 +331,7 @@ def _search(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)  # logs: keep the results table on one line per trial
-    results = []
+    results, warm = [], _warm_up(console, plans)
     for plan in plans:
         _print_plan(console, plan)
         # A later search of --device both was asked for when the one before it ended.
@@ -338,7 +339,15 @@ def _search(args: argparse.Namespace) -> int:
         progress = SearchProgress(console, spec.metric, plan.spec.workload.train_metric)
         if resume is not None:
             print(f"resuming search {resume.parent_run_id}: {resume.remaining} of {plan.trials_total} trials to run")
-        result = run_search(plan, observer=progress, requested_at=requested_at, resume=resume, session=session)
+        result = run_search(
+            plan,
+            observer=progress,
+            requested_at=requested_at,
+            resume=resume,
+            session=session,
+            extra_tags={schema.COMPILE_WARMUP: warm.describe()} if warm.programs else None,
+            compile_warmup_s=0.0 if results else warm.seconds,
+        )
         print_search(console, result)
         results.append(result)
     if args.device == "both":
@@ -346,6 +355,18 @@ def _search(args: argparse.Namespace) -> int:
     # 1: the search ran, but not every trial finished (the failed ones are in MLflow).
     finished = all(r.summary.trials_finished == r.summary.trials_total for r in results)
     return 0 if finished else 1
+
+
+def _warm_up(console, plans):
+    """Several timed searches (--device both): every program compiled first, so that neither half compiles."""
+    from gridbench.search.warmup import WarmUp, warm_up
+
+    if len(plans) < 2:
+        return WarmUp()
+    warm = warm_up(plans)
+    if warm.programs:
+        console.print(warm.describe(), highlight=False)
+    return warm
 
 
 def _search_options(args: argparse.Namespace, device: str, backend: str | None):
@@ -370,9 +391,10 @@ def _add_compile_cache(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--compile-cache",
         choices=compile_cache.SETTINGS,
-        default=compile_cache.SEARCH,
-        help="JAX's compiled programs: compiled once per search, as on a fresh machine (default); kept across "
-        "searches in ~/.cache/gridbench/jax ($GRIDBENCH_CACHE_DIR); or compiled by every worker anew",
+        default=compile_cache.DEFAULT,
+        help="JAX's compiled programs: kept across searches in ~/.cache/gridbench/jax ($GRIDBENCH_CACHE_DIR, bounded "
+        "by $GRIDBENCH_CACHE_MAX_MB; default); compiled once per search, as on a fresh machine (search); or "
+        "compiled by every worker anew (off)",
     )
     command.add_argument(
         "--no-compile-cache", dest="compile_cache", action="store_const", const="off", help="--compile-cache off"

@@ -1,14 +1,21 @@
 """JAX's persistent compilation cache: which one a search uses, and whether a program came from it.
 
 Three settings (`--compile-cache`):
-  - search (the default): a directory inside the search's own, removed with it. Each
-    search compiles each of its programs once, as on a machine that never ran one, so
-    that its CPU and GPU halves (and a scale's counts) pay alike.
-  - persistent: one directory per user and machine, kept across searches
-    ($GRIDBENCH_CACHE_DIR, else $XDG_CACHE_HOME/gridbench/jax or ~/.cache/gridbench/jax).
-    A program compiled by an earlier search loads in about 0.1 s instead of compiling
-    in 3-5 s (an mnist MLP on an H100, docs/results/h100-issue15.md).
+  - persistent (the default): one directory per user and machine, kept across searches
+    ($GRIDBENCH_CACHE_DIR, else $XDG_CACHE_HOME/gridbench/jax or ~/.cache/gridbench/jax),
+    bounded (least recently used entries go beyond $GRIDBENCH_CACHE_MAX_MB, 2048 MiB).
+    A program compiled by an earlier search loads in about 0.1-0.5 s instead of compiling
+    in 3-5 s (an mnist MLP on an H100, docs/results/h100-issue15.md). JAX recommends it,
+    and MLPerf Training leaves compiling out of the timed region; each search records
+    what the cache held when it started (`compile_cache.state`).
+  - search: a directory inside the search's own, removed with it. Each search compiles
+    each of its programs once, as on a machine that never ran one: what a first search
+    on a fresh machine costs.
   - off: no persistent cache; each worker compiles what it needs.
+
+A persistent directory that cannot be written (or has no room) does not stop a search:
+it says so in one line and compiles in the search's own directory instead, and the
+parent records why (`compile_cache.state`).
 
 JAX keys each entry by the program, the JAX and XLA versions, the device kind and the
 compiler flags, so an entry never serves another machine's or version's program. Each
@@ -32,8 +39,10 @@ SETTINGS = (SEARCH, PERSISTENT, OFF)
 # (gridbench.search.precompile says when auto does).
 AHEAD_AUTO, AHEAD_ON, AHEAD_OFF = "auto", "on", "off"
 AHEAD_SETTINGS = (AHEAD_AUTO, AHEAD_ON, AHEAD_OFF)
+DEFAULT = PERSISTENT
 CACHE_DIR_ENV = "GRIDBENCH_CACHE_DIR"
-MAX_SIZE_BYTES = 2 * 1024**3  # JAX evicts the least recently used entries beyond this
+MAX_SIZE_ENV = "GRIDBENCH_CACHE_MAX_MB"  # JAX evicts the least recently used entries beyond this
+DEFAULT_MAX_MB = 2048
 
 _REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"  # each compilation the cache is asked for
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"  # each one it served
@@ -49,6 +58,38 @@ def persistent_dir() -> str:
         return explicit
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
     return os.path.join(base, "gridbench", "jax")
+
+
+def max_size_bytes() -> int:
+    """The cache's bound: $GRIDBENCH_CACHE_MAX_MB MiB (a local Ray's workers inherit it), else 2048 MiB."""
+    try:
+        megabytes = int(os.environ.get(MAX_SIZE_ENV, DEFAULT_MAX_MB))
+    except ValueError:
+        megabytes = DEFAULT_MAX_MB
+    return max(1, megabytes) * 1024**2
+
+
+def unusable(path: str) -> str | None:
+    """Why the persistent directory cannot take programs (created if missing), or None if it can."""
+    from gridbench import space
+
+    try:
+        space.probe_directory(path)
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    return None
+
+
+def state(path: str | None) -> str:
+    """What a cache directory holds as a search starts: 'empty', or 'N entries, X MB'."""
+    if path is None:
+        return "off"
+    files = [p for p in Path(path).glob("*") if p.is_file() and not p.name.startswith(".")] if os.path.isdir(path) else []
+    entries = [p for p in files if p.name.endswith("-cache")] or files  # JAX keeps an -atime file beside each entry
+    if not entries:
+        return "empty"
+    size = sum(p.stat().st_size for p in files if p.exists())
+    return f"{len(entries)} entries, {size / 1e6:.1f} MB"
 
 
 def directory(setting: str, search_dir: str) -> str | None:
@@ -72,8 +113,10 @@ def use(cache_dir: str) -> None:
     import jax
 
     jax.config.update("jax_compilation_cache_dir", cache_dir)
+    # Every program, the small ones too (weight initialisation, evaluation: below JAX's default 1 s threshold).
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_compilation_cache_max_size", MAX_SIZE_BYTES)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_compilation_cache_max_size", max_size_bytes())
     listen()
 
 

@@ -76,7 +76,6 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["search", "digits", "--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
         (["search", "digits", "--max-concurrent", "0"], "--max-concurrent must be > 0"),
         (["search", "digits", "--compile-cache", "forever"], "invalid choice: 'forever'"),
-        (["scale", "digits", "--cpus", "1,2", "--compile-cache", "persistent"], "lets later counts load"),
         (["search", "digits", "--device", "tpu"], "invalid choice: 'tpu'"),
         (["search", "digits", "--device", "gpu", "--gpus-per-trial", "1.5"], "above 1 a trial takes whole GPUs"),
         (["search", "digits", "--device", "gpu", "--gpus-per-trial", "0"], "--gpus-per-trial must be > 0, got 0"),

@@ -237,7 +237,18 @@ def strategy_differences(searches: Sequence[SearchRun]) -> list[str]:
         mine, theirs = _compiled_ahead(base), _compiled_ahead(other)
         if mine != theirs:
             found.append(f"programs compiled ahead: {mine} ({base.label}) vs {theirs} ({other.label})")
+        mine, theirs = _cache_state(base), _cache_state(other)
+        if mine != theirs:
+            found.append(f"compile cache: {mine} ({base.label}) vs {theirs} ({other.label})")
     return found
+
+
+def _cache_state(search: SearchRun) -> str:
+    """'persistent, empty at the start' or 'per search': enough to tell a warm search from a first one."""
+    setting, held = search.tags.get(schema.COMPILE_CACHE, "?"), search.tags.get(schema.COMPILE_CACHE_STATE, "")
+    if setting != "persistent" or not held:
+        return setting
+    return f"persistent, {'empty' if held == 'empty' else 'warm'} at the start"
 
 
 def _compiled_ahead(search: SearchRun) -> str:

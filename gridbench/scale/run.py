@@ -130,9 +130,6 @@ def plan_scale(spec: ExperimentSpec, template: SearchOptions, request: ScaleRequ
         raise UserError("--cpus counts need --device cpu; for GPUs use --device gpu --gpus 1,2,...")
     if template.address:
         raise UserError("scale runs on this machine's resources; --address is for search")
-    if template.compile_cache == compile_cache.PERSISTENT:
-        # Every count must pay for its programs alike; a cache kept across them would favour the later ones.
-        raise UserError("scale: --compile-cache persistent lets later counts load what the first compiled; drop it")
     largest = request.counts[-1]
     cpus_per_trial = template.cpus_per_trial
     if request.resource == "gpu":
@@ -179,22 +176,30 @@ class ScaleResult:
 
 
 def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=None) -> ScaleResult:
-    """Runs the planned searches one after another (each on the resources of its count)."""
+    """Runs the planned searches one after another (each on the resources of its count).
+
+    With a persistent compile cache, every program is compiled first (gridbench.search.warmup), so that no
+    count pays for compiling what the others load: the phase is in the first count's account.
+    """
     from gridbench.search import run_search
+    from gridbench.search.warmup import warm_up
 
     scale_id = new_scale_id()
     points = []
-    for count, plan in zip(request.counts, plans):
+    requested_at = time.time()
+    warm = warm_up(plans)
+    for index, (count, plan) in enumerate(zip(request.counts, plans)):
         observer = observer_for(plan) if observer_for else None
+        tags = {schema.SCALE_ID: scale_id, f"{schema.SCALE_PREFIX}resource": request.resource}
+        tags[schema.SCALE_COUNT] = str(count)
+        if warm.programs:
+            tags[schema.COMPILE_WARMUP] = warm.describe()
         result = run_search(
             plan,
             observer=observer,
-            requested_at=time.time(),
-            extra_tags={
-                schema.SCALE_ID: scale_id,
-                f"{schema.SCALE_PREFIX}resource": request.resource,
-                schema.SCALE_COUNT: str(count),
-            },
+            requested_at=requested_at if index == 0 else time.time(),
+            extra_tags=tags,
+            compile_warmup_s=warm.seconds if index == 0 else 0.0,
         )
         points.append((count, result.parent_run_id, result.summary, result.trials))
     spec = plans[0].spec

@@ -6,6 +6,7 @@ spec + options -> backend, GPUs and cores, data, store -> SearchPlan
 from __future__ import annotations
 
 import importlib.util
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -38,8 +39,8 @@ class SearchOptions:
     address: str | None = None  # an existing Ray cluster to join ("auto", "HOST:PORT"); None: start one here
     max_concurrent: int | None = None
     max_trials: int = 10_000  # configurations x repeats a search may run: a typo'd grid is refused, not started
-    # JAX's persistent compilation cache (gridbench.compile_cache): search (per search), persistent or off.
-    compile_cache: str = compile_cache.SEARCH
+    # JAX's persistent compilation cache (gridbench.compile_cache): persistent (kept), search (per search) or off.
+    compile_cache: str = compile_cache.DEFAULT
     # Compiling the programs in processes of their own while Ray starts (gridbench.search.precompile): auto, on, off.
     compile_ahead: str = AHEAD_AUTO
     tracking_uri: str | None = None
@@ -67,6 +68,9 @@ class SearchPlan:
     user_check_s: float = 0.0  # checking a user's model and data in a subprocess (gridbench.search.user_check)
     # Under --execution fused: configurations x repeats in groups, one Ray trial each (gridbench.search.fusion).
     fused_groups: tuple[tuple[fusion.Member, ...], ...] = ()
+    # What the compile cache held as the search was planned ('empty', 'N entries, X MB'), or why a persistent one
+    # could not be used (the search then compiled in its own directory).
+    compile_cache_state: str = ""
 
     @property
     def execution(self) -> str:
@@ -190,6 +194,7 @@ def plan_search(
     check_tracking_uri(tracking_uri)
     check_journal_dir(tracking_uri)
     _check_room(options)
+    options, cache_state = _usable_cache(options)
     meanwhile = (lambda: while_probing(options, cores, gpus, user_check.runtime_env(spec))) if while_probing else None
 
     def complete(choice: backends.BackendChoice) -> SearchPlan:
@@ -210,6 +215,7 @@ def plan_search(
             cpus=cores,
             trials_total=trials_total,
             fused_groups=groups,
+            compile_cache_state=cache_state,
         )
         if ran_spec.user_model is not None:
             plan = replace(plan, user_check_s=user_check.check(plan))
@@ -309,9 +315,23 @@ def _check_room(options: SearchOptions) -> None:
         "Ray's session and the search's files",
         "set TMPDIR to a directory with room",
     )
-    if options.compile_cache == compile_cache.PERSISTENT:
-        space.check_room(
-            compile_cache.persistent_dir(),
-            "the compile cache",
-            f"set {compile_cache.CACHE_DIR_ENV} elsewhere, or use --compile-cache search",
-        )
+
+
+def _usable_cache(options: SearchOptions) -> tuple[SearchOptions, str]:
+    """A persistent compile cache that cannot take programs is no reason to refuse a search: it compiles in its own.
+
+    Says so in one line (stderr). Returns the options the search runs with, and what the cache holds (or why not).
+    """
+    if options.compile_cache != compile_cache.PERSISTENT:
+        return options, "empty" if options.compile_cache == compile_cache.SEARCH else "off"
+    path = compile_cache.persistent_dir()
+    reason = compile_cache.unusable(path)
+    if reason is None:
+        return options, compile_cache.state(path)
+    why = f"cannot write the compile cache {path} ({reason})"
+    print(
+        f"gridbench: {why}; compiling in this search's own directory instead (set {compile_cache.CACHE_DIR_ENV} "
+        f"to a writable directory with room to keep programs across searches)",
+        file=sys.stderr,
+    )
+    return replace(options, compile_cache=compile_cache.SEARCH), why

@@ -253,6 +253,7 @@ def run_search(
     open_recorder: Callable[[str, str], Recorder] = open_journaled_recorder,
     resume: ResumePoint | None = None,
     session: RaySession | None = None,
+    compile_warmup_s: float = 0.0,
 ) -> SearchResult:
     """Runs the planned search; `observer` (gridbench.search.progress.SearchProgress) hears of each trial.
 
@@ -262,7 +263,8 @@ def run_search(
     behind a journal (gridbench.tracking.journaled), written off Tune's callback thread.
     `resume` (gridbench.search.resume.locate) continues that search: only its trials not
     FINISHED run, recorded under its parent run. `session`: the Ray that planning started
-    (RaySession); by default Ray starts here.
+    (RaySession); by default Ray starts here. `compile_warmup_s`: the command compiled every search's
+    programs that long before this one (gridbench.search.warmup), within `requested_at`'s span.
 
     SIGINT or SIGTERM raise SearchInterrupted once the parent is KILLED and the running
     trials recorded as KILLED; on every path Ray's processes and the search's directory go.
@@ -335,7 +337,7 @@ def run_search(
             session.stop()  # before the account ends: Ray's shutdown is part of the command a user waits for
         finally:
             if summary is not None and callback is not None:
-                summary = with_account(plan, summary, callback.records, process_start, time.time())
+                summary = with_account(plan, summary, callback.records, process_start, time.time(), compile_warmup_s)
             try:
                 if recorder is not None:
                     recorder.finish(summary, status, error)
@@ -473,6 +475,7 @@ def search_tags(
         schema.EXECUTION: plan.execution,
         **(extra_tags or {}),
         schema.COMPILE_CACHE: compile_cache.tag(options.compile_cache, plan.backend),
+        schema.COMPILE_CACHE_STATE: plan.compile_cache_state if plan.backend == "jax" else "off",
         schema.COMPILE_AHEAD: options.compile_ahead,
     }
 
@@ -680,13 +683,21 @@ def summarise(
 
 
 def with_account(
-    plan: SearchPlan, summary: SearchSummary, trials: Sequence[TrialRecord], command_start: float, command_end: float
+    plan: SearchPlan,
+    summary: SearchSummary,
+    trials: Sequence[TrialRecord],
+    command_start: float,
+    command_end: float,
+    compile_warmup_s: float = 0.0,
 ) -> SearchSummary:
     """The summary with the account of the whole command (gridbench.account), now that the search has ended."""
+    summary = dataclasses.replace(summary, compile_warmup_s=compile_warmup_s)
     members = [(f"{t.tags.get(schema.HOST, '')}:{t.tags.get(schema.PID, '')}", t.started_at, t.ended_at, t.metrics)
                for t in trials]  # fmt: skip
     timings = account.timings_of(members, plan.spec.workload.train_metric)
-    parts = account.account(timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s)
+    parts = account.account(
+        timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s, summary.compile_warmup_s
+    )
     return dataclasses.replace(summary, account=parts.account.parts())
 
 

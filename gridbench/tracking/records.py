@@ -107,6 +107,7 @@ class SearchSummary:
     precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
     precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches), within the makespan
     training_sum_s: float = 0.0  # every trial's epochs at their steady time: epochs_sum_s less the warm-ups' excess
+    compile_warmup_s: float = 0.0  # the command's compile warm-up before this search (gridbench.search.warmup)
     # The whole command in parts (gridbench.account.PARTS -> seconds); empty until the search has ended.
     account: Mapping[str, float] = field(default_factory=dict)
 

@@ -124,6 +124,20 @@ RAY_NODES = _tag("ray.nodes", On.SEARCH, "live Ray nodes")
 COMPILE_CACHE = _tag(
     "compile_cache", BOTH, "per search, persistent (kept across searches) or off: JAX's compilation cache"
 )
+COMPILE_WARMUP = _tag(
+    "compile_warmup",
+    On.SEARCH,
+    "--device both and scale: what the warm-up phase before the timed searches compiled and found in the cache "
+    "(its seconds are in the first search's account, account.compile_warmup_s)",
+)
+COMPILE_CACHE_STATE = _tag(
+    "compile_cache.state",
+    On.SEARCH,
+    "what the compile cache held as the search was planned: empty, 'N entries, X MB', off, or why a persistent one "
+    "could not be written (the search compiled in its own directory)",
+    since=6,
+    default="",
+)
 EXECUTION = _tag("execution", BOTH, "trials, or fused (same-program groups)", since=3, default="trials")
 BASELINE = _tag("baseline", On.SEARCH, "GridSearchCV(...): a scikit-learn baseline recorded as a search")
 ERROR = _tag("error", BOTH, "why the run failed")
