@@ -41,15 +41,15 @@ def stamped(owner, name: str) -> None:
 def main() -> int:
     stamp("python started, importing gridbench")
     import gridbench.cli as cli
-    import gridbench.search as search
-    import gridbench.search.run as run
+    import gridbench.gridsearch as search
+    import gridbench.gridsearch.run as run
 
     for name in ("_start_ray", "_open_store", "_recording_callback", "_fit", "_start"):
         stamped(run, name)
     for name in ("planned", "precompile"):
         if hasattr(run.RaySession, name):  # older commits have precompile only
             stamped(run.RaySession, name)
-    stamped(search, "plan_search")  # the CLI imports it from gridbench.search when it runs
+    stamped(search, "plan_search")  # the CLI imports it from gridbench.gridsearch when it runs
     stamp("gridbench imported")
     sys.argv = ["gridbench", *sys.argv[1:]]
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gridbench.search import SearchOptions, plan_search, run_search  # noqa: E402
+from gridbench.gridsearch import SearchOptions, plan_search, run_search  # noqa: E402
 from gridbench.spec import load_spec  # noqa: E402
 
 

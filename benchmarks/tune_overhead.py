@@ -40,7 +40,7 @@ def sleeping_trial(config, context):
 
 
 def gridbench_makespan(args) -> float:
-    from gridbench.search import SearchOptions, plan_search, run_search
+    from gridbench.gridsearch import SearchOptions, plan_search, run_search
     from gridbench.spec import load_spec
     from gridbench.tracking.memory import MemoryRecorder
 

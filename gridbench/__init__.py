@@ -16,10 +16,6 @@ _API = frozenset(__all__) - {"UserError"}
 
 def __getattr__(name: str):
     # PEP 562: gridbench.search and the rest load gridbench.api on first use.
-    if name in ("search", "compare"):  # subpackages that can be called: see api.make_package_callable
-        import importlib
-
-        return importlib.import_module(f"gridbench.{name}")
     if name in _API:
         from gridbench import api
 

@@ -11,21 +11,18 @@ nothing is printed unless progress=True.
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
-import types
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from gridbench.errors import UserError
 
 if TYPE_CHECKING:
     import pandas
 
-    from gridbench.compare.pairing import Comparison
-    from gridbench.search.plan import SearchOptions
-    from gridbench.search.run import SearchResult
+    from gridbench.comparison.pairing import Comparison
+    from gridbench.gridsearch.plan import SearchOptions
+    from gridbench.gridsearch.run import SearchResult
     from gridbench.spec import ExperimentSpec
 
 
@@ -173,7 +170,7 @@ def search(
     `options` are the command line's flags: tracking_uri, backend, cpus_per_trial, ...
     device="both" runs the CPU search, then the GPU search, and returns both.
     """
-    from gridbench.search import plan_pair, plan_search, run_search
+    from gridbench.gridsearch import plan_pair, plan_search, run_search
 
     spec = _experiment(experiment_or_spec)
     spec = spec.with_overrides(
@@ -216,7 +213,7 @@ def _experiment(experiment_or_spec: Any) -> ExperimentSpec:
 
 
 def _options(device: str, options: Mapping[str, Any]) -> SearchOptions:
-    from gridbench.search import SearchOptions
+    from gridbench.gridsearch import SearchOptions
 
     unknown = sorted(set(options) - set(_OPTION_NAMES))
     if unknown:
@@ -228,7 +225,7 @@ def _options(device: str, options: Mapping[str, Any]) -> SearchOptions:
 def _progress(plan):
     from rich.console import Console
 
-    from gridbench.search.progress import SearchProgress
+    from gridbench.gridsearch.progress import SearchProgress
 
     return SearchProgress(Console(), plan.spec.metric, plan.spec.workload.train_metric)
 
@@ -243,7 +240,7 @@ class ComparisonResult:
     def to_dict(self) -> dict[str, Any]:
         import json
 
-        from gridbench.compare import report
+        from gridbench.comparison import report
 
         return json.loads(report.render(self.comparison, "json"))
 
@@ -253,12 +250,12 @@ class ComparisonResult:
 
         import pandas
 
-        from gridbench.compare import report
+        from gridbench.comparison import report
 
         return pandas.read_csv(io.StringIO(report.to_csv(self.comparison)))
 
     def to_markdown(self) -> str:
-        from gridbench.compare import report
+        from gridbench.comparison import report
 
         return report.markdown(self.comparison)
 
@@ -277,9 +274,9 @@ def compare(
 
     Recorded in MLflow as its own run, as `gridbench compare` does, unless record=False.
     """
-    from gridbench.compare import compare as compare_searches
-    from gridbench.compare import report
-    from gridbench.compare.prices import PriceTable
+    from gridbench.comparison import compare as compare_searches
+    from gridbench.comparison import report
+    from gridbench.comparison.prices import PriceTable
     from gridbench.tracking import read_search, resolve_tracking_uri
     from gridbench.tracking.store import check_store_exists
 
@@ -295,23 +292,6 @@ def compare(
     comparison = compare_searches(searches, table, target=target, allow_mismatch=allow_mismatch)
     run_id = report.record(comparison, run_ids, uri, out) if record else None
     return ComparisonResult(comparison, run_id)
-
-
-def make_package_callable(package: str, function: Callable) -> None:
-    """Lets the subpackage `package` be called as the API function of its name.
-
-    gridbench.search and gridbench.compare are subpackages as well as API functions:
-    importing a subpackage sets it as its parent's attribute, replacing any function
-    of that name, so the subpackage itself becomes callable instead.
-    """
-    module = sys.modules[package]
-
-    class CallablePackage(types.ModuleType):
-        @functools.wraps(function)
-        def __call__(self, *args, **kwargs):
-            return function(*args, **kwargs)
-
-    module.__class__ = CallablePackage
 
 
 __all__ = ["ComparisonResult", "Search", "Spec", "compare", "load_spec", "search"]

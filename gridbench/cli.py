@@ -287,9 +287,9 @@ def _load(args: argparse.Namespace):
 def _search(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from gridbench.search import backends, plan_pair, plan_search, run_search
-    from gridbench.search.progress import SearchProgress, print_search
-    from gridbench.search.run import RaySession
+    from gridbench.gridsearch import backends, plan_pair, plan_search, run_search
+    from gridbench.gridsearch.progress import SearchProgress, print_search
+    from gridbench.gridsearch.run import RaySession
     from gridbench.tracking import schema
 
     spec = _load(args)
@@ -297,9 +297,9 @@ def _search(args: argparse.Namespace) -> int:
     session = RaySession(open_store_early=not args.resume)
     named = backends.parse_flag(args.backend)
     if args.device == "both":
-        from gridbench.compare.prices import PriceTable
+        from gridbench.comparison.prices import PriceTable
 
-        from gridbench.compare.projection import parse_sizes
+        from gridbench.comparison.projection import parse_sizes
 
         PriceTable.load(args.prices, args.price)  # bad prices should fail now, not after two searches
         parse_sizes(args.project, args.max_trials)
@@ -315,7 +315,7 @@ def _search(args: argparse.Namespace) -> int:
             raise
     resume = None
     if args.resume:
-        from gridbench.search import resume as resuming
+        from gridbench.gridsearch import resume as resuming
 
         try:
             if args.device == "both":
@@ -359,7 +359,7 @@ def _search(args: argparse.Namespace) -> int:
 
 def _warm_up(console, plans):
     """Several timed searches (--device both): every program compiled first, so that neither half compiles."""
-    from gridbench.search.warmup import WarmUp, warm_up
+    from gridbench.gridsearch.warmup import WarmUp, warm_up
 
     if len(plans) < 2:
         return WarmUp()
@@ -370,7 +370,7 @@ def _warm_up(console, plans):
 
 
 def _search_options(args: argparse.Namespace, device: str, backend: str | None):
-    from gridbench.search import SearchOptions
+    from gridbench.gridsearch import SearchOptions
 
     return SearchOptions(
         device=device,
@@ -455,8 +455,8 @@ def _scale(args: argparse.Namespace) -> int:
 
     from gridbench.scale import ScaleRequest, parse_counts, plan_scale, run_scale
     from gridbench.scale import report as scale_report
-    from gridbench.search import SearchOptions, backends
-    from gridbench.search.progress import SearchProgress
+    from gridbench.gridsearch import SearchOptions, backends
+    from gridbench.gridsearch.progress import SearchProgress
 
     spec = _load(args)
     resource = "gpu" if args.gpus else "cpu"
@@ -517,10 +517,10 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
     """Reads the searches, compares them, prints the result and logs it to MLflow as its own run (unless --no-log)."""
     from pathlib import Path
 
-    from gridbench.compare import compare
-    from gridbench.compare import report as compare_report
-    from gridbench.compare.prices import PriceTable
-    from gridbench.compare.projection import parse_sizes
+    from gridbench.comparison import compare
+    from gridbench.comparison import report as compare_report
+    from gridbench.comparison.prices import PriceTable
+    from gridbench.comparison.projection import parse_sizes
     from gridbench.tracking import read_search
 
     if len(run_ids) < 2:
@@ -542,7 +542,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         run_id, unlogged = _record_comparison(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
     if args.html:
-        from gridbench.compare import html
+        from gridbench.comparison import html
 
         _write_page(args.html, html.comparison_page(comparison, tracking_uri, run_id))
         where += f"; page {args.html}"
@@ -571,7 +571,7 @@ def _record_comparison(comparison, run_ids: list[str], tracking_uri: str, out) -
     """The comparison's run id, or None and why it could not be logged (a read-only store, a full disk)."""
     from pathlib import Path
 
-    from gridbench.compare import report as compare_report
+    from gridbench.comparison import report as compare_report
     from gridbench.tracking.store import store_writable
 
     if not store_writable(tracking_uri):
@@ -597,7 +597,7 @@ def _write_page(path: str, text: str) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gridbench.compare.html import report_page
+    from gridbench.comparison.html import report_page
     from gridbench.tracking.store import check_store_exists, resolve_tracking_uri
 
     uri = resolve_tracking_uri(args.tracking_uri)
@@ -610,7 +610,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from gridbench.search.baseline import run_baseline
+    from gridbench.gridsearch.baseline import run_baseline
     from gridbench.tracking import schema
 
     spec = _load(args)
@@ -671,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gridbench: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as err:
-        from gridbench.search.lifecycle import SearchStopped
+        from gridbench.gridsearch.lifecycle import SearchStopped
 
         if isinstance(err, SearchStopped):  # a signal (130, 143), a disk that filled (3)
             print(f"gridbench: {err.report()}", file=sys.stderr)

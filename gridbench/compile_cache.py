@@ -36,7 +36,7 @@ SEARCH, PERSISTENT, OFF = "search", "persistent", "off"
 SETTINGS = (SEARCH, PERSISTENT, OFF)
 
 # --compile-ahead: whether the search's own processes compile its programs while Ray starts
-# (gridbench.search.precompile says when auto does).
+# (gridbench.gridsearch.precompile says when auto does).
 AHEAD_AUTO, AHEAD_ON, AHEAD_OFF = "auto", "on", "off"
 AHEAD_SETTINGS = (AHEAD_AUTO, AHEAD_ON, AHEAD_OFF)
 DEFAULT = PERSISTENT

@@ -65,7 +65,7 @@ class ExperimentSpec:
     source: str  # the file it came from
     user_model: UserModel | None = None  # a user's own model (model = "package.module:build")
     user_data: UserData | None = None  # a user's own data (an .npz, a loader, arrays)
-    # How the grid runs: "trials" (one Ray trial per configuration) or "fused" (gridbench.search.fusion).
+    # How the grid runs: "trials" (one Ray trial per configuration) or "fused" (gridbench.gridsearch.fusion).
     # How, not what: left out of to_dict and the hash, so that fused and unfused searches share a spec hash.
     execution: str = "trials"
 
@@ -271,7 +271,7 @@ def _user_data(dataset: Any, source: str, base_dir: str | None):
     return user_data(dataset, source, base_dir) if is_user_dataset(dataset) else None
 
 
-# "trials": one Ray trial per configuration x repeat; "fused": gridbench.search.fusion.
+# "trials": one Ray trial per configuration x repeat; "fused": gridbench.gridsearch.fusion.
 EXECUTIONS = ("trials", "fused")
 
 

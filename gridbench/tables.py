@@ -7,7 +7,7 @@ only the first key, which links their rows to the first table's. The columns tha
 matter most go first. rich would otherwise shrink the columns and cut their values
 with "…" (what an 80-column terminal showed before: "hidden_… / learnin…").
 
-The search's results table (gridbench.search.progress) and compare's tables use it.
+The search's results table (gridbench.gridsearch.progress) and compare's tables use it.
 """
 
 from __future__ import annotations

@@ -53,10 +53,10 @@ def kept_environ():
 
 
 class FakeProbes:
-    """Stands in for gridbench.search.backends.probe: the backends in `seeing` see one GPU, the rest none."""
+    """Stands in for gridbench.gridsearch.backends.probe: the backends in `seeing` see one GPU, the rest none."""
 
     def __init__(self, seeing=("jax",), cpu_only=()):
-        from gridbench.search.backends import Probe
+        from gridbench.gridsearch.backends import Probe
 
         self.seeing, self.cpu_only, self.asked, self._probe = set(seeing), set(cpu_only), [], Probe
 
@@ -70,7 +70,7 @@ class FakeProbes:
 @pytest.fixture
 def fake_probes(monkeypatch) -> FakeProbes:
     """Backends asked about GPUs without subprocesses: by default JAX sees one GPU."""
-    from gridbench.search import backends
+    from gridbench.gridsearch import backends
 
     probes = FakeProbes()
     monkeypatch.setattr(backends, "probe", probes)

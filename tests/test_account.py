@@ -7,10 +7,10 @@ import json
 import pytest
 
 from gridbench import account
-from gridbench.compare import compare
-from gridbench.compare import report as compare_report
-from gridbench.compare.prices import PriceTable
-from gridbench.compare.projection import parse_sizes
+from gridbench.comparison import compare
+from gridbench.comparison import report as compare_report
+from gridbench.comparison.prices import PriceTable
+from gridbench.comparison.projection import parse_sizes
 from gridbench.errors import UserError
 from gridbench.tracking import schema
 from gridbench.tracking.memory import MemoryRecorder
@@ -235,7 +235,7 @@ def test_bad_project_sizes_are_refused_in_one_line(text, message):
 
 
 def test_the_comparison_page_draws_each_whole_command_and_the_projected_speedup():
-    from gridbench.compare import html
+    from gridbench.comparison import html
 
     text = html.comparison_page(compare(list(cpu_gpu_pair()), PRICES), "sqlite:///unused.db")
     assert "where each whole command went" in text and "At other sizes, projected" in text

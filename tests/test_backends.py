@@ -10,7 +10,7 @@ import pytest
 
 from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, backends, plan_pair, plan_search
+from gridbench.gridsearch import SearchOptions, backends, plan_pair, plan_search
 from gridbench.spec import load_spec
 from gridbench.tracking import experiment_name
 

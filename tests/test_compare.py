@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from gridbench.compare import compare
-from gridbench.compare import report as compare_report
-from gridbench.compare.pairing import time_to_target
-from gridbench.compare.prices import PriceTable
-from gridbench.compare.statistics import geometric_mean, ratio_with_interval
+from gridbench.comparison import compare
+from gridbench.comparison import report as compare_report
+from gridbench.comparison.pairing import time_to_target
+from gridbench.comparison.prices import PriceTable
+from gridbench.comparison.statistics import geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
 from gridbench.tracking.read import SearchRun, TrialRun
 

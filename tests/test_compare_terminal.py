@@ -7,8 +7,8 @@ import pytest
 from rich.console import Console
 from test_compare import PRICES, cpu_and_gpu
 
-from gridbench.compare import compare
-from gridbench.compare import report as compare_report
+from gridbench.comparison import compare
+from gridbench.comparison import report as compare_report
 from gridbench.tracking.ui import compare_runs_url
 
 AT_80 = (
@@ -113,7 +113,7 @@ def test_the_compare_view_link_names_the_runs_and_their_experiments():
 def test_where_the_baseline_won_is_said_for_any_pair():
     result = compare(cpu_and_gpu(), PRICES)
     assert result.pairings[0].baseline_faster == ("a=2 b=x",)  # the CPU baseline; a GPU baseline alike
-    from gridbench.compare import html
+    from gridbench.comparison import html
 
     page = html.comparison_page(result, "sqlite:///x.db")
     assert "Where the baseline won (cpu (16 cores/trial) jax cpu-run)" in page

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gridbench import compile_cache
-from gridbench.search import SearchOptions, plan_search
+from gridbench.gridsearch import SearchOptions, plan_search
 from gridbench.spec import load_spec
 from gridbench.tracking import read_search, schema
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from gridbench.compare.pairing import time_to_target
-from gridbench.search import SearchOptions, SearchResult, plan_search
-from gridbench.search.run import summarise
+from gridbench.comparison.pairing import time_to_target
+from gridbench.gridsearch import SearchOptions, SearchResult, plan_search
+from gridbench.gridsearch.run import summarise
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
 from gridbench.tracking.memory import MemoryRecorder
@@ -55,7 +55,7 @@ def test_a_diverged_trial_is_never_the_search_best_and_is_counted():
 def test_the_results_table_ranks_healthy_trials_and_lists_diverged_ones_last():
     from rich.console import Console
 
-    from gridbench.search.progress import trials_tables
+    from gridbench.gridsearch.progress import trials_tables
 
     trials = (_record(32, 0.99, NAN, 2.0, 1.0), _record(64, 0.8, 0.4, 3.0), _record(128, 0.9, 0.3, 4.0))
     (table,) = trials_tables(SearchResult(_plan(), "run", "gridbench/digits", trials, None))
@@ -70,7 +70,7 @@ def test_the_results_table_ranks_healthy_trials_and_lists_diverged_ones_last():
 def test_the_progress_line_says_diverged_with_the_epoch_not_done():
     from rich.console import Console
 
-    from gridbench.search.progress import SearchProgress
+    from gridbench.gridsearch.progress import SearchProgress
 
     console = Console(record=True, width=200)
     progress = SearchProgress(console, schema.TEST_ACCURACY)
@@ -111,7 +111,7 @@ def test_a_learning_rate_that_diverges_is_recorded_diverged_in_a_real_search(tmp
     """SGD at learning rate 10 through four 256-unit layers gives a NaN loss in the first epoch on digits."""
     from mlflow import MlflowClient
 
-    from gridbench.search import run_search
+    from gridbench.gridsearch import run_search
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = load_spec("digits").with_overrides(

@@ -23,10 +23,10 @@ import pytest
 
 from gridbench.cli import main
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, plan_search
-from gridbench.search.lifecycle import EXIT_OUT_OF_SPACE, SearchOutOfSpace
-from gridbench.search.resume import expected_tags, locate
-from gridbench.search.run import search_params, spec_tags
+from gridbench.gridsearch import SearchOptions, plan_search
+from gridbench.gridsearch.lifecycle import EXIT_OUT_OF_SPACE, SearchOutOfSpace
+from gridbench.gridsearch.resume import expected_tags, locate
+from gridbench.gridsearch.run import search_params, spec_tags
 from gridbench.spec import load_spec
 from gridbench.space import OutOfSpace
 from gridbench.tracking import schema
@@ -232,7 +232,7 @@ def test_a_full_store_stops_the_writer_at_once_and_the_journal_keeps_the_rest(sm
 
 
 def test_a_full_journal_stops_the_search_after_the_trial_is_recorded(tmp_path, monkeypatch):
-    from gridbench.search.tune_callback import RecordingCallback
+    from gridbench.gridsearch.tune_callback import RecordingCallback
 
     plan = digits_plan(f"sqlite:///{tmp_path / 'mlflow.db'}")
     recorder = start_search(plan, tmp_path / "journal")
@@ -406,7 +406,7 @@ def test_a_long_error_is_cut_at_a_word_and_says_so():
 def test_the_progress_line_counts_a_killed_trial_as_killed_not_failed():
     from rich.console import Console
 
-    from gridbench.search.progress import SearchProgress
+    from gridbench.gridsearch.progress import SearchProgress
 
     progress = SearchProgress(Console(file=open(os.devnull, "w")), "test_accuracy", "steady_epoch_s")
     progress.start(2)

@@ -16,8 +16,8 @@ from test_records import _callback, _tune_trial, outcome
 from test_search import runs_of
 
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, plan_search
-from gridbench.search.fusion import fused_groups, fused_loops
+from gridbench.gridsearch import SearchOptions, plan_search
+from gridbench.gridsearch.fusion import fused_groups, fused_loops
 from gridbench.spec import load_spec, parse_spec
 from gridbench.tracking import schema
 from gridbench.tracking.memory import MemoryRecorder
@@ -136,8 +136,8 @@ def test_a_fused_trial_is_recorded_once_per_member_with_its_repeat_and_its_failu
 def test_compare_shows_the_execution_strategy_as_a_difference_not_a_refusal():
     from test_compare import PRICES, search, trial
 
-    from gridbench.compare import compare
-    from gridbench.compare import report as compare_report
+    from gridbench.comparison import compare
+    from gridbench.comparison import report as compare_report
 
     trials = [trial("a=1 b=x", 2.0, 0.2), trial("a=2 b=x", 2.0, 0.2)]
     shared = [trial("a=1 b=x", 0.5, 0.05), trial("a=2 b=x", 0.5, 0.05)]
@@ -154,7 +154,7 @@ def test_compare_shows_the_execution_strategy_as_a_difference_not_a_refusal():
 def test_compare_says_which_search_compiled_its_programs_ahead():
     from test_compare import PRICES, search, trial
 
-    from gridbench.compare import compare
+    from gridbench.comparison import compare
 
     trials = [trial("a=1 b=x", 2.0, 0.2), trial("a=2 b=x", 2.0, 0.2)]
     cpu = search("r1", "cpu", trials, 10.0, execution="trials")

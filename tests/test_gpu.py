@@ -79,7 +79,7 @@ def test_cpu_trials_stay_off_the_gpu_they_can_see(store, backend):
 @pytest.mark.parametrize("experiment", ["digits", "kernels-digits"])
 def test_a_gpu_search_needs_no_backend_named(store, experiment):
     """The headline command as a new user types it: no --backend, no KERAS_BACKEND."""
-    from gridbench.search import backends
+    from gridbench.gridsearch import backends
 
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     result = subprocess.run(

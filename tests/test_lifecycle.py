@@ -22,11 +22,11 @@ import psutil
 import pytest
 
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, plan_search, run_search
-from gridbench.search.lifecycle import SearchInterrupted, StopSignals
-from gridbench.search.resume import expected_tags, locate
-from gridbench.search.run import search_params
-from gridbench.search.tune_callback import death_reason
+from gridbench.gridsearch import SearchOptions, plan_search, run_search
+from gridbench.gridsearch.lifecycle import SearchInterrupted, StopSignals
+from gridbench.gridsearch.resume import expected_tags, locate
+from gridbench.gridsearch.run import search_params
+from gridbench.gridsearch.tune_callback import death_reason
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord
@@ -156,7 +156,7 @@ def test_the_lean_ui_shows_a_search_left_running_by_a_dead_driver_as_killed(stor
 
 def _watched(tmp_path, keep=False):
     """A watchdog guarding a shell and the sleep it started (as a raylet starts workers), in a search directory."""
-    from gridbench.search.lifecycle import SearchDirectory, Watchdog
+    from gridbench.gridsearch.lifecycle import SearchDirectory, Watchdog
 
     directory = SearchDirectory(keep=keep)
     (directory.path / "ray").mkdir()
@@ -201,7 +201,7 @@ def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
 
 
 def test_the_store_opens_early_once_and_only_for_a_local_ray(store):
-    from gridbench.search.run import RaySession
+    from gridbench.gridsearch.run import RaySession
     from gridbench.tracking.journaled import JournaledRecorder
 
     local = plan_search(digits(), SearchOptions(tracking_uri=store, backend="tensorflow"))
@@ -242,7 +242,7 @@ def _is_ray_worker(process: psutil.Process) -> bool:
 @pytest.mark.slow
 def test_a_local_ray_starts_no_worker_before_a_trial_asks_for_one():
     """Tune's actors never take the idle workers Ray starts ahead (one per core), so none is started."""
-    from gridbench.search.run import RaySession
+    from gridbench.gridsearch.run import RaySession
 
     session = RaySession()
     try:

@@ -9,7 +9,7 @@ from test_trial import context_for
 
 from gridbench import environment
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, placement, plan_search
+from gridbench.gridsearch import SearchOptions, placement, plan_search
 from gridbench.spec import load_spec
 from gridbench.trial import TrialContext, configure_process, gpu_monitor, memory, run_trial
 

@@ -1,4 +1,4 @@
-"""Compiling a search's programs ahead, in processes of their own, while Ray starts (gridbench.search.precompile)."""
+"""Compiling a search's programs ahead, in processes of their own, while Ray starts (gridbench.gridsearch.precompile)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from test_cli import gridbench
 from test_search import runs_of
 
-from gridbench.search import SearchOptions, plan_search
-from gridbench.search.precompile import Precompiler, process_count, program_count
+from gridbench.gridsearch import SearchOptions, plan_search
+from gridbench.gridsearch.precompile import Precompiler, process_count, program_count
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
 
@@ -41,7 +41,7 @@ ON = {"compile_ahead": "on"}
     ],
 )
 def test_programs_are_compiled_ahead_only_where_a_trial_could_load_them(options, expected):
-    from gridbench.search.run import program_representatives
+    from gridbench.gridsearch.run import program_representatives
 
     plan = _plan(**options)
     assert program_count(plan, len(program_representatives(plan.spec))) == expected
@@ -66,7 +66,7 @@ def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_wha
     assert (report.processes, report.programs, report.loaded, report.failed) == (1, 1, 1, 1)
     assert report.compile_sum_s == 2.5
     # Started before Ray (run_search's order), it is still counted among the search's processes.
-    from gridbench.search.lifecycle import OwnProcesses
+    from gridbench.gridsearch.lifecycle import OwnProcesses
 
     own = OwnProcesses()
     assert sleeper.pid not in own.seen
@@ -105,8 +105,8 @@ def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while
 def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_its_trials(monkeypatch):
     import pickle
 
-    from gridbench.search import precompile
-    from gridbench.search.run import RaySession
+    from gridbench.gridsearch import precompile
+    from gridbench.gridsearch.run import RaySession
 
     def unpicklable(*args, **kwargs):
         raise pickle.PicklingError("a user's model defined in a file pickle cannot name")

@@ -113,7 +113,7 @@ def test_a_gpu_worker_queues_the_other_programs_once_per_search_and_never_its_ow
     )
     assert programs.PROGRAMS.get("b", lambda: pytest.fail("compiled twice")).program == "program b"
     assert "a" not in programs.PROGRAMS
-    # Where the search's own processes compile ahead (gridbench.search.precompile), workers queue nothing.
+    # Where the search's own processes compile ahead (gridbench.gridsearch.precompile), workers queue nothing.
     precompiled = SimpleNamespace(device="gpu", compile_cache_dir="/search-3", precompiled=True)
     assert run.compile_others_ahead(precompiled, own, others) == 0 and len(opened) == 1
 
@@ -139,9 +139,9 @@ def _trial(units: int, reused: str, cached: str):
 def test_the_output_says_which_programs_were_compiled_loaded_from_the_cache_or_reused(monkeypatch, tmp_path):
     from rich.console import Console
 
-    from gridbench.search import SearchOptions, SearchResult, plan_search
-    from gridbench.search.progress import SearchProgress, print_search
-    from gridbench.search.run import summarise
+    from gridbench.gridsearch import SearchOptions, SearchResult, plan_search
+    from gridbench.gridsearch.progress import SearchProgress, print_search
+    from gridbench.gridsearch.run import summarise
     from gridbench.spec import load_spec
     from gridbench.tracking import schema
 

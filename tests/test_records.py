@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gridbench.compare import PriceTable, compare
-from gridbench.search import SearchOptions, plan_search
-from gridbench.search.run import summarise
+from gridbench.comparison import PriceTable, compare
+from gridbench.gridsearch import SearchOptions, plan_search
+from gridbench.gridsearch.run import summarise
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
 from gridbench.tracking.memory import MemoryRecorder
@@ -96,7 +96,7 @@ def _tune_trial(trial_id, **config):
 
 def _callback(recorder, inner=(None, ())):
     pytest.importorskip("ray")
-    from gridbench.search.tune_callback import RecordingCallback
+    from gridbench.gridsearch.tune_callback import RecordingCallback
 
     recorder.start("search", {}, {}, {})
     return RecordingCallback(recorder, {"seed": 0}, {schema.KIND: "trial"}, None, inner=inner)
@@ -198,8 +198,8 @@ def test_a_comparison_reads_searches_recorded_in_memory_as_it_reads_them_from_ml
 def test_one_timed_epoch_shows_no_spread_and_one_core_reads_singular():
     from rich.console import Console
 
-    from gridbench.search import SearchResult
-    from gridbench.search.progress import trials_tables
+    from gridbench.gridsearch import SearchResult
+    from gridbench.gridsearch.progress import trials_tables
 
     plan = plan_search(load_spec("digits"), SearchOptions(backend="tensorflow", cpus_per_trial=1))
     one, three = ({schema.STEADY_EPOCHS: n, schema.STEADY_EPOCH_STD_S: sd} for n, sd in ((1.0, 0.0), (3.0, 0.0123)))
@@ -221,7 +221,7 @@ def test_one_timed_epoch_shows_no_spread_and_one_core_reads_singular():
 
 def _mnist_like_result():
     """Eight trials over three axes, with every timing column filled, as an mnist search records them."""
-    from gridbench.search import SearchResult
+    from gridbench.gridsearch import SearchResult
 
     spec = load_spec("digits").with_overrides(grids={"batch_size": ["128", "256"]})
     plan = plan_search(spec, SearchOptions(backend="tensorflow", cpus_per_trial=1))
@@ -240,7 +240,7 @@ def _mnist_like_result():
 def test_the_results_fit_the_terminal_and_no_value_is_cut(width):
     from rich.console import Console
 
-    from gridbench.search.progress import trials_tables
+    from gridbench.gridsearch.progress import trials_tables
 
     result = _mnist_like_result()
     console = Console(record=True, width=width)

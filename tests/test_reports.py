@@ -8,10 +8,10 @@ import pytest
 from test_compare import PRICES, cpu_and_gpu, search, with_training_share
 from test_scale import summary, trial
 
-from gridbench.compare import compare
-from gridbench.compare import html as compare_html
-from gridbench.compare import report as compare_report
-from gridbench.compare.prices import PriceTable
+from gridbench.comparison import compare
+from gridbench.comparison import html as compare_html
+from gridbench.comparison import report as compare_report
+from gridbench.comparison.prices import PriceTable
 from gridbench.scale import ScaleRequest, ScaleResult
 from gridbench.scale import report as scale_report
 from gridbench.scale.run import scale_rows

@@ -14,7 +14,7 @@ import pytest
 from gridbench.errors import UserError
 from gridbench.scale import ScaleRequest, parse_counts, plan_scale
 from gridbench.scale.run import scale_rows
-from gridbench.search import SearchOptions
+from gridbench.gridsearch import SearchOptions
 from gridbench.spec import load_spec
 from gridbench.tracking.records import SearchSummary, TrialRecord
 
@@ -76,7 +76,7 @@ def test_gpu_counts_need_gpus_and_data_parallelism_needs_jax_compiled():
 
 def test_data_parallel_search_plans_are_refused_where_they_cannot_run(monkeypatch, fake_probes):
     from gridbench import environment
-    from gridbench.search import plan_search
+    from gridbench.gridsearch import plan_search
 
     monkeypatch.setattr(environment, "visible_gpu_count", lambda: 4)
     fake_probes.seeing.add("torch")

@@ -14,7 +14,7 @@ import fakes
 import pytest
 
 from gridbench.environment import usable_cores
-from gridbench.search import SearchOptions, plan_search, run_search
+from gridbench.gridsearch import SearchOptions, plan_search, run_search
 from gridbench.spec import load_spec
 from gridbench.tracking import experiment_name
 

@@ -185,8 +185,8 @@ def test_good_data_reads_as_a_trial_reads_it(tmp_path):
 
 
 def test_the_training_set_beyond_the_trials_memory_share_is_refused_as_an_estimate(folder, monkeypatch):
-    from gridbench.search import SearchOptions, user_check
-    from gridbench.search.plan import SearchPlan
+    from gridbench.gridsearch import SearchOptions, user_check
+    from gridbench.gridsearch.plan import SearchPlan
 
     spec = load_spec(folder())
     facts = user_data.DataFacts(train=30, test=9, sample_shape=(4,), num_classes=3, train_bytes=480)
@@ -293,9 +293,12 @@ def test_the_api_is_light_to_import_and_search_and_compare_stay_callable():
     probe_code = (
         "import sys, gridbench\n"
         "assert not [m for m in ('numpy', 'ray', 'keras', 'mlflow') if m in sys.modules], sys.modules.keys()\n"
-        "import gridbench.search.plan, gridbench.compare.pairing\n"
+        "import gridbench.gridsearch.plan, gridbench.comparison.pairing\n"
         "assert callable(gridbench.search) and callable(gridbench.compare)\n"
-        "assert gridbench.search.plan_search and set(gridbench.__all__) >= {'search', 'compare', 'Spec', "
+        "import types\nfrom gridbench import search, compare\n"
+        "assert isinstance(search, types.FunctionType) and isinstance(compare, types.FunctionType)\n"
+        "assert search is gridbench.api.search and compare is gridbench.api.compare\n"
+        "assert gridbench.gridsearch.plan_search and set(gridbench.__all__) >= {'search', 'compare', 'Spec', "
         "'load_spec', 'UserError'}\n"
         "try:\n    gridbench.search(42)\nexcept gridbench.UserError as err:\n    print('ERR', err)\n"
     )

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from gridbench import account, compile_cache, environment
 from gridbench.errors import UserError
-from gridbench.search import SearchOptions, SearchPlan, placement, plan_search
+from gridbench.gridsearch import SearchOptions, SearchPlan, placement, plan_search
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
@@ -178,11 +178,11 @@ class ScaleResult:
 def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=None) -> ScaleResult:
     """Runs the planned searches one after another (each on the resources of its count).
 
-    With a persistent compile cache, every program is compiled first (gridbench.search.warmup), so that no
+    With a persistent compile cache, every program is compiled first (gridbench.gridsearch.warmup), so that no
     count pays for compiling what the others load: the phase is in the first count's account.
     """
-    from gridbench.search import run_search
-    from gridbench.search.warmup import warm_up
+    from gridbench.gridsearch import run_search
+    from gridbench.gridsearch.warmup import warm_up
 
     scale_id = new_scale_id()
     points = []

@@ -98,7 +98,7 @@ class SearchSummary:
     epochs_sum_s: float = 0.0  # every trial's timed epochs added up (an epoch shared by several trials once)
     startup_s: float = 0.0  # command start to Tune's start: the start-up that overlapping left
     trials_diverged: int = 0  # finished trials whose loss became NaN or inf (left out of best_metric)
-    # Programs compiled ahead in processes of their own while Ray started (gridbench.search.precompile).
+    # Programs compiled ahead in processes of their own while Ray started (gridbench.gridsearch.precompile).
     precompile_processes: int = 0
     programs_precompiled: int = 0
     programs_precompile_loaded: int = 0  # found in the compile cache already (--compile-cache persistent)
@@ -107,7 +107,7 @@ class SearchSummary:
     precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
     precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches), within the makespan
     training_sum_s: float = 0.0  # every trial's epochs at their steady time: epochs_sum_s less the warm-ups' excess
-    compile_warmup_s: float = 0.0  # the command's compile warm-up before this search (gridbench.search.warmup)
+    compile_warmup_s: float = 0.0  # the command's compile warm-up before this search (gridbench.gridsearch.warmup)
     # The whole command in parts (gridbench.account.PARTS -> seconds); empty until the search has ended.
     account: Mapping[str, float] = field(default_factory=dict)
 

@@ -218,7 +218,7 @@ WHOLE_COMMAND_S = _metric(
 STARTUP_S = _metric(
     "startup_s", On.SEARCH, "from the command's start to the makespan's: what overlapping left", since=3
 )
-# Compiling ahead (gridbench.search.precompile): 0 where a search compiled nothing ahead, or predates it.
+# Compiling ahead (gridbench.gridsearch.precompile): 0 where a search compiled nothing ahead, or predates it.
 COMPILE_AHEAD = _tag(
     "compile_ahead", On.SEARCH, "--compile-ahead: auto, on or off (older searches: off)", since=5, default="off"
 )
@@ -304,7 +304,7 @@ PARAM_DEVICE = _param("device", str, BOTH, "cpu or gpu: the tag device, as a par
 PARAM_BACKEND = _param("backend", str, BOTH, "the tag backend, as a param", since=6)
 PARAM_CPUS_PER_TRIAL = _param("cpus_per_trial", int, BOTH, "cores Ray reserved per trial, as a param", since=6)
 PARAM_GPUS_PER_TRIAL = _param("gpus_per_trial", float, BOTH, "GPUs Ray reserved per trial, as a param", since=6)
-# Where a search ran, not what it trained: never a hyperparameter to match (gridbench.compare.pairing).
+# Where a search ran, not what it trained: never a hyperparameter to match (gridbench.comparison.pairing).
 PLACEMENT_PARAMS = (PARAM_DEVICE, PARAM_BACKEND, PARAM_CPUS_PER_TRIAL, PARAM_GPUS_PER_TRIAL)
 
 

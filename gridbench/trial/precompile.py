@@ -2,7 +2,7 @@
 
     python -m gridbench.trial.precompile JOB RESULTS
 
-The driver (gridbench.search.precompile) starts a few of these while Ray starts. Each
+The driver (gridbench.gridsearch.precompile) starts a few of these while Ray starts. Each
 one configures itself as a trial of the search would (backend, threads, the device),
 imports the framework, and compiles its share of the search's programs (JOB: the
 TrialContext and the programs' indices, pickled) into the search's compile cache,

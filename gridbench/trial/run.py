@@ -50,7 +50,7 @@ class TrialContext:
     # One configuration per distinct program of the search (gridbench.workloads.program_key), in Tune's
     # order: the search's own processes compile them ahead (trial.precompile), or else a GPU worker does.
     programs: tuple[Mapping[str, Any], ...] = ()
-    # Compiled ahead by processes of their own (gridbench.search.precompile): workers then compile none ahead.
+    # Compiled ahead by processes of their own (gridbench.gridsearch.precompile): workers then compile none ahead.
     precompiled: bool = False
     user_workload: Workload | None = None  # a user's own model (gridbench.workloads.user), which has no name to look up
 

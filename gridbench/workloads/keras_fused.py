@@ -13,7 +13,7 @@ A member therefore starts from the weights, dropout masks and shuffles it would
 have had alone; what it computes is the same, up to floating-point reassociation
 in the batched kernels (tests/test_fused.py states the tolerance).
 
-JAX backend only; the planner (gridbench.search.fusion) refuses the others.
+JAX backend only; the planner (gridbench.gridsearch.fusion) refuses the others.
 """
 
 from __future__ import annotations

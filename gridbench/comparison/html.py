@@ -14,8 +14,8 @@ import html
 from typing import Sequence
 
 from gridbench import page
-from gridbench.compare import account_report, report
-from gridbench.compare.pairing import Comparison, Pairing
+from gridbench.comparison import account_report, report
+from gridbench.comparison.pairing import Comparison, Pairing
 from gridbench.tracking import schema, ui
 from gridbench.tracking.read import SearchRun
 

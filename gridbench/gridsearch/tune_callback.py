@@ -14,7 +14,7 @@ from typing import Collection
 
 from ray import tune
 
-from gridbench.search.lifecycle import SearchOutOfSpace
+from gridbench.gridsearch.lifecycle import SearchOutOfSpace
 from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus

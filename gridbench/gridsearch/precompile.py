@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from gridbench import compile_cache
 
 if TYPE_CHECKING:
-    from gridbench.search.plan import SearchPlan
+    from gridbench.gridsearch.plan import SearchPlan
     from gridbench.trial import TrialContext
 
 # XLA's GPU compiler runs on many threads: on an H100's 16 cores, four processes compiling at once took

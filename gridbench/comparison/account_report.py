@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gridbench import account
-from gridbench.compare.pairing import Comparison, Pairing
-from gridbench.compare.projection import Row
+from gridbench.comparison.pairing import Comparison, Pairing
+from gridbench.comparison.projection import Row
 
 
 def _s(value: float | None) -> str:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from gridbench import account
-from gridbench.compare import projection
-from gridbench.compare.prices import PriceTable
-from gridbench.compare.statistics import Ratio, geometric_mean, ratio_with_interval
+from gridbench.comparison import projection
+from gridbench.comparison.prices import PriceTable
+from gridbench.comparison.statistics import Ratio, geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
 from gridbench.tracking import schema
 from gridbench.tracking.read import SearchRun, TrialRun
@@ -227,7 +227,7 @@ STRATEGY = (schema.EXECUTION,)
 
 def strategy_differences(searches: Sequence[SearchRun]) -> list[str]:
     """'execution: fused (label) vs trials (label)' for each search whose strategy differs from the baseline's,
-    and where one compiled its programs ahead (gridbench.search.precompile) and another did not."""
+    and where one compiled its programs ahead (gridbench.gridsearch.precompile) and another did not."""
     base, found = searches[0], []
     for other in searches[1:]:
         for key in STRATEGY:

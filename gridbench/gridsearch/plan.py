@@ -15,7 +15,7 @@ from gridbench import compile_cache, environment, space
 from gridbench.compile_cache import AHEAD_AUTO
 from gridbench.datasets import SHAPES, DataSource
 from gridbench.errors import UserError
-from gridbench.search import backends, fusion, lifecycle, placement, user_check
+from gridbench.gridsearch import backends, fusion, lifecycle, placement, user_check
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
@@ -27,7 +27,7 @@ MAX_RETRIES = 100
 @dataclass(frozen=True)
 class SearchOptions:
     device: str = "cpu"
-    # None: KERAS_BACKEND, else chosen by device (gridbench.search.backends.choose).
+    # None: KERAS_BACKEND, else chosen by device (gridbench.gridsearch.backends.choose).
     backend: str | None = None
     # A choice already made for this request (the other half of --device both, another count
     # of a scale), taken as it is instead of asking the backends again.
@@ -41,7 +41,7 @@ class SearchOptions:
     max_trials: int = 10_000  # configurations x repeats a search may run: a typo'd grid is refused, not started
     # JAX's persistent compilation cache (gridbench.compile_cache): persistent (kept), search (per search) or off.
     compile_cache: str = compile_cache.DEFAULT
-    # Compiling the programs in processes of their own while Ray starts (gridbench.search.precompile): auto, on, off.
+    # Compiling the programs in processes of their own while Ray starts (gridbench.gridsearch.precompile): auto, on, off.
     compile_ahead: str = AHEAD_AUTO
     tracking_uri: str | None = None
     data_dir: str | None = None
@@ -65,8 +65,8 @@ class SearchPlan:
     gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
     cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
     trials_total: int
-    user_check_s: float = 0.0  # checking a user's model and data in a subprocess (gridbench.search.user_check)
-    # Under --execution fused: configurations x repeats in groups, one Ray trial each (gridbench.search.fusion).
+    user_check_s: float = 0.0  # checking a user's model and data in a subprocess (gridbench.gridsearch.user_check)
+    # Under --execution fused: configurations x repeats in groups, one Ray trial each (gridbench.gridsearch.fusion).
     fused_groups: tuple[tuple[fusion.Member, ...], ...] = ()
     # What the compile cache held as the search was planned ('empty', 'N entries, X MB'), or why a persistent one
     # could not be used (the search then compiled in its own directory).
@@ -126,7 +126,7 @@ def plan_search(
     The checks that need no backend come first (the data and the store among them),
     then the backend: asking backends whether they see a GPU takes seconds, and
     `while_probing(options, cpus, gpus, runtime_env)` runs meanwhile (the search starts Ray then,
-    gridbench.search.run.RaySession.start). Only the checks that depend on the backend come after;
+    gridbench.gridsearch.run.RaySession.start). Only the checks that depend on the backend come after;
     `when_planned(plan)` is then called with the finished plan, still beside Ray's start (the
     search starts compiling its programs and opening its store then, RaySession.planned).
     """

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from gridbench import account, compile_cache, environment, space
 from gridbench.errors import UserError
-from gridbench.search import lifecycle, placement, precompile, user_check
-from gridbench.search.lifecycle import SearchInterrupted
-from gridbench.search.plan import SearchPlan
-from gridbench.search.precompile import Precompiler, PrecompileReport
+from gridbench.gridsearch import lifecycle, placement, precompile, user_check
+from gridbench.gridsearch.lifecycle import SearchInterrupted
+from gridbench.gridsearch.plan import SearchPlan
+from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.journaled import open_journaled_recorder
@@ -39,8 +39,8 @@ from gridbench.trial.outcome import TrialOutcome
 from gridbench.workloads import RUNTIME_HYPERPARAMETERS, program_key
 
 if TYPE_CHECKING:
-    from gridbench.search.plan import SearchOptions
-    from gridbench.search.resume import ResumePoint
+    from gridbench.gridsearch.plan import SearchOptions
+    from gridbench.gridsearch.resume import ResumePoint
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], TrialOutcome]
 
@@ -152,7 +152,7 @@ class RaySession:
     def precompile(self, plan: SearchPlan) -> None:
         """Starts compiling the plan's programs ahead, in processes of their own, where it has any (once).
 
-        `planned` calls it; run_search calls it otherwise (gridbench.search.precompile).
+        `planned` calls it; run_search calls it otherwise (gridbench.gridsearch.precompile).
         """
         if self.precompiler is not None:
             return
@@ -255,16 +255,16 @@ def run_search(
     session: RaySession | None = None,
     compile_warmup_s: float = 0.0,
 ) -> SearchResult:
-    """Runs the planned search; `observer` (gridbench.search.progress.SearchProgress) hears of each trial.
+    """Runs the planned search; `observer` (gridbench.gridsearch.progress.SearchProgress) hears of each trial.
 
     `requested_at` (Unix time) is when the user asked for this search, for its time
     to first trial; by default the command's start (this process's creation).
     `open_recorder(tracking_uri, spec_name)` opens where the records go: by default MLflow
     behind a journal (gridbench.tracking.journaled), written off Tune's callback thread.
-    `resume` (gridbench.search.resume.locate) continues that search: only its trials not
+    `resume` (gridbench.gridsearch.resume.locate) continues that search: only its trials not
     FINISHED run, recorded under its parent run. `session`: the Ray that planning started
     (RaySession); by default Ray starts here. `compile_warmup_s`: the command compiled every search's
-    programs that long before this one (gridbench.search.warmup), within `requested_at`'s span.
+    programs that long before this one (gridbench.gridsearch.warmup), within `requested_at`'s span.
 
     SIGINT or SIGTERM raise SearchInterrupted once the parent is KILLED and the running
     trials recorded as KILLED; on every path Ray's processes and the search's directory go.
@@ -529,7 +529,7 @@ def _gpus_used(plan: SearchPlan, resources: Mapping[str, float]) -> int:
 
 
 def _recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, str], observer, resume=None):
-    from gridbench.search.tune_callback import RecordingCallback
+    from gridbench.gridsearch.tune_callback import RecordingCallback
 
     spec = plan.spec
     trial_params = {**spec.params, schema.PARAM_SEED: spec.seed, schema.DATASET: spec.dataset, schema.MODEL: spec.model}

@@ -24,7 +24,7 @@ from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus
 
 if TYPE_CHECKING:
-    from gridbench.search import SearchResult
+    from gridbench.gridsearch import SearchResult
 
 
 # The timing columns of the results table, by the workload's training-time metric: (header, metric, digits).

@@ -1,6 +1,6 @@
 """The warm-up phase of several timed searches (`--device both`, `scale`): every program compiled first.
 
-    plans -> compiling processes (gridbench.search.precompile), each plan's programs -> the compile cache -> searches
+    plans -> compiling processes (gridbench.gridsearch.precompile), each plan's programs -> the compile cache -> searches
 
 Without it, the first search of a pair or a scale would compile what the later ones load
 from the cache, and which one ran first would decide the comparison. With a persistent
@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from gridbench import compile_cache
-from gridbench.search import precompile
-from gridbench.search.plan import SearchPlan
-from gridbench.search.run import program_representatives, trial_context
+from gridbench.gridsearch import precompile
+from gridbench.gridsearch.plan import SearchPlan
+from gridbench.gridsearch.run import program_representatives, trial_context
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from gridbench import compile_cache
 from gridbench.errors import UserError
-from gridbench.search.plan import SearchPlan
+from gridbench.gridsearch.plan import SearchPlan
 from gridbench.tracking import schema
 from gridbench.tracking.records import config_key
 from gridbench.tracking.schema import SearchStatus, TrialStatus
@@ -160,7 +160,7 @@ def expected_tags(plan: SearchPlan) -> dict[str, str]:
 
 
 def _differences(plan: SearchPlan, tags: Mapping[str, str], params: Mapping[str, str]) -> list[str]:
-    from gridbench.search.run import search_params
+    from gridbench.gridsearch.run import search_params
 
     ran = [
         f"{name} {params.get(name, '(none)')} (now {value})"

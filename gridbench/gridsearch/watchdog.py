@@ -2,7 +2,7 @@
 
 A driver killed by SIGKILL cannot clean up, and Ray's processes (GCS, raylet, agents,
 workers) and the search's directory outlived it. The driver starts this script in a
-session of its own (gridbench.search.lifecycle.Watchdog), so that a signal to the
+session of its own (gridbench.gridsearch.lifecycle.Watchdog), so that a signal to the
 driver's process group does not reach it, and writes to its stdin, one line each:
 
     PID START_TIME    a process to end if the driver dies (START_TIME as psutil's create_time)

@@ -228,7 +228,7 @@ class OwnProcesses:
 
 
 class Watchdog:
-    """A process of its own that cleans up after a driver killed outright (gridbench/search/watchdog.py).
+    """A process of its own that cleans up after a driver killed outright (gridbench/gridsearch/watchdog.py).
 
     Started before Ray, in a session of its own (a signal to the driver's process group
     does not reach it), with the search's directory; `guard` hands it the processes Ray

@@ -9,9 +9,9 @@ import math
 import tempfile
 from pathlib import Path
 
-from gridbench.compare import account_report
-from gridbench.compare.pairing import Comparison, Pairing
-from gridbench.compare.statistics import Ratio, geometric_mean
+from gridbench.comparison import account_report
+from gridbench.comparison.pairing import Comparison, Pairing
+from gridbench.comparison.statistics import Ratio, geometric_mean
 from gridbench.page import REPORT_PAGE
 from gridbench.tables import Column, balanced, fitted
 from gridbench.tracking import record_comparison, schema
@@ -393,7 +393,7 @@ def comparison_tags(comparison: Comparison) -> dict[str, str]:
 
 def write_files(comparison: Comparison, directory: Path, tracking_uri: str) -> dict[str, Path]:
     """Plots, the three table formats and the HTML page; returns artifact name -> path."""
-    from gridbench.compare import html
+    from gridbench.comparison import html
 
     directory.mkdir(parents=True, exist_ok=True)
     files = plot(comparison, directory / "plots")
