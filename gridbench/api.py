@@ -274,8 +274,8 @@ def compare(
 
     Recorded in MLflow as its own run, as `gridbench compare` does, unless record=False.
     """
+    from gridbench.comparison import artifacts
     from gridbench.comparison import compare as compare_searches
-    from gridbench.comparison import report
     from gridbench.comparison.prices import PriceTable
     from gridbench.tracking import read_search, resolve_tracking_uri
     from gridbench.tracking.store import check_store_exists
@@ -290,7 +290,7 @@ def compare(
     table = PriceTable.load(prices, [f"{k}={v}" for k, v in (price or {}).items()])
     searches = [read_search(uri, run_id) for run_id in run_ids]
     comparison = compare_searches(searches, table, target=target, allow_mismatch=allow_mismatch)
-    run_id = report.record(comparison, run_ids, uri, out) if record else None
+    run_id = artifacts.record(comparison, run_ids, uri, out) if record else None
     return ComparisonResult(comparison, run_id)
 
 

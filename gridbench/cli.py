@@ -517,6 +517,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
     """Reads the searches, compares them, prints the result and logs it to MLflow as its own run (unless --no-log)."""
     from pathlib import Path
 
+    from gridbench.comparison import artifacts as compare_artifacts
     from gridbench.comparison import compare
     from gridbench.comparison import report as compare_report
     from gridbench.comparison.prices import PriceTable
@@ -537,7 +538,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
     run_id, unlogged = None, None
     if args.no_log:
         if args.out:
-            compare_report.write_files(comparison, Path(args.out), tracking_uri)
+            compare_artifacts.write_files(comparison, Path(args.out), tracking_uri)
     else:
         run_id, unlogged = _record_comparison(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
@@ -571,15 +572,15 @@ def _record_comparison(comparison, run_ids: list[str], tracking_uri: str, out) -
     """The comparison's run id, or None and why it could not be logged (a read-only store, a full disk)."""
     from pathlib import Path
 
-    from gridbench.comparison import report as compare_report
+    from gridbench.comparison import artifacts as compare_artifacts
     from gridbench.tracking.store import store_writable
 
     if not store_writable(tracking_uri):
         if out:  # its files are still written
-            compare_report.write_files(comparison, Path(out), tracking_uri)
+            compare_artifacts.write_files(comparison, Path(out), tracking_uri)
         return None, "the store is read-only here; the results above are complete"
     try:
-        return compare_report.record(comparison, run_ids, tracking_uri, out), None
+        return compare_artifacts.record(comparison, run_ids, tracking_uri, out), None
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - the store refused the write; the comparison itself stands

@@ -10,6 +10,7 @@ from test_scale import summary, trial
 
 from gridbench.comparison import compare
 from gridbench.comparison import html as compare_html
+from gridbench.comparison import artifacts as compare_artifacts
 from gridbench.comparison import report as compare_report
 from gridbench.comparison.prices import PriceTable
 from gridbench.scale import ScaleRequest, ScaleResult
@@ -89,9 +90,9 @@ def test_record_writes_the_comparison_files_and_logs_them_with_its_figures(tmp_p
         logged["existed"] = all(path.is_file() for path in files.values())
         return "summary-run"
 
-    monkeypatch.setattr(compare_report, "record_comparison", fake_record)
+    monkeypatch.setattr(compare_artifacts, "record_comparison", fake_record)
     comparison = compare(cpu_and_gpu(), PRICES)
-    run_id = compare_report.record(comparison, ["cpu-run", "gpu-run"], "sqlite:///x.db", tmp_path / "out")
+    run_id = compare_artifacts.record(comparison, ["cpu-run", "gpu-run"], "sqlite:///x.db", tmp_path / "out")
     assert run_id == "summary-run" and logged["existed"]
     assert (logged["uri"], logged["experiment"], logged["run_ids"]) == (
         "sqlite:///x.db",
@@ -106,7 +107,7 @@ def test_record_writes_the_comparison_files_and_logs_them_with_its_figures(tmp_p
     assert all(logged["files"][name] == tmp_path / "out" / name for name in names)  # kept where asked
     assert json.loads((tmp_path / "out" / "comparison.json").read_text())["pairings"][0]["makespan_speedup"] == 4.0
 
-    compare_report.record(comparison, ["cpu-run", "gpu-run"], "sqlite:///x.db")
+    compare_artifacts.record(comparison, ["cpu-run", "gpu-run"], "sqlite:///x.db")
     assert logged["existed"] and not any(path.exists() for path in logged["files"].values())  # scratch removed
 
 

@@ -6,15 +6,13 @@ import csv
 import io
 import json
 import math
-import tempfile
 from pathlib import Path
 
 from gridbench.comparison import account_report
 from gridbench.comparison.pairing import Comparison, Pairing
 from gridbench.comparison.statistics import Ratio, geometric_mean
-from gridbench.page import REPORT_PAGE
 from gridbench.tables import Column, balanced, fitted
-from gridbench.tracking import record_comparison, schema
+from gridbench.tracking import schema
 from gridbench.tracking.records import config_key
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -389,34 +387,3 @@ def comparison_tags(comparison: Comparison) -> dict[str, str]:
     if comparison.mismatches:
         tags[schema.MISMATCHES] = "; ".join(comparison.mismatches)
     return tags
-
-
-def write_files(comparison: Comparison, directory: Path, tracking_uri: str) -> dict[str, Path]:
-    """Plots, the three table formats and the HTML page; returns artifact name -> path."""
-    from gridbench.comparison import html
-
-    directory.mkdir(parents=True, exist_ok=True)
-    files = plot(comparison, directory / "plots")
-    for fmt, name in (("markdown", "comparison.md"), ("csv", "comparison.csv"), ("json", "comparison.json")):
-        (directory / name).write_text(render(comparison, fmt))
-        files[name] = directory / name
-    files[REPORT_PAGE] = directory / REPORT_PAGE
-    files[REPORT_PAGE].write_text(html.comparison_page(comparison, tracking_uri), encoding="utf-8")
-    return files
-
-
-def record(comparison: Comparison, run_ids: list[str], tracking_uri: str, out_dir: Path | str | None = None) -> str:
-    """Logs the comparison to MLflow as its own run, with its files; returns that run's id.
-
-    The files go to `out_dir` when given (and stay there), else to a directory removed once logged.
-    """
-    with tempfile.TemporaryDirectory(prefix="gridbench-compare-") as scratch:
-        files = write_files(comparison, Path(out_dir) if out_dir else Path(scratch), tracking_uri)
-        return record_comparison(
-            tracking_uri,
-            comparison.experiment,
-            run_ids,
-            headline_metrics(comparison),
-            comparison_tags(comparison),
-            files,
-        )
