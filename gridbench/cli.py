@@ -298,7 +298,6 @@ def _search(args: argparse.Namespace) -> int:
     named = backends.parse_flag(args.backend)
     if args.device == "both":
         from gridbench.comparison.prices import PriceTable
-
         from gridbench.comparison.projection import parse_sizes
 
         PriceTable.load(args.prices, args.price)  # bad prices should fail now, not after two searches
@@ -453,10 +452,10 @@ def _print_plan(console, plan) -> None:
 def _scale(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from gridbench.scale import ScaleRequest, parse_counts, plan_scale, run_scale
-    from gridbench.scale import report as scale_report
     from gridbench.gridsearch import SearchOptions, backends
     from gridbench.gridsearch.progress import SearchProgress
+    from gridbench.scale import ScaleRequest, parse_counts, plan_scale, run_scale
+    from gridbench.scale import report as scale_report
 
     spec = _load(args)
     resource = "gpu" if args.gpus else "cpu"

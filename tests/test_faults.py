@@ -27,8 +27,8 @@ from gridbench.gridsearch import SearchOptions, plan_search
 from gridbench.gridsearch.lifecycle import EXIT_OUT_OF_SPACE, SearchOutOfSpace
 from gridbench.gridsearch.resume import expected_tags, locate
 from gridbench.gridsearch.run import search_params, spec_tags
-from gridbench.spec import load_spec
 from gridbench.space import OutOfSpace
+from gridbench.spec import load_spec
 from gridbench.tracking import schema
 from gridbench.tracking.journal import Journal, check_journal_dir, read_journal
 from gridbench.tracking.journaled import JournaledRecorder, shorten

@@ -8,9 +8,9 @@ import pytest
 from test_compare import PRICES, cpu_and_gpu, search, with_training_share
 from test_scale import summary, trial
 
+from gridbench.comparison import artifacts as compare_artifacts
 from gridbench.comparison import compare
 from gridbench.comparison import html as compare_html
-from gridbench.comparison import artifacts as compare_artifacts
 from gridbench.comparison import report as compare_report
 from gridbench.comparison.prices import PriceTable
 from gridbench.scale import ScaleRequest, ScaleResult

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 
 from gridbench.errors import UserError
+from gridbench.gridsearch import SearchOptions
 from gridbench.scale import ScaleRequest, parse_counts, plan_scale
 from gridbench.scale.run import scale_rows
-from gridbench.gridsearch import SearchOptions
 from gridbench.spec import load_spec
 from gridbench.tracking.records import SearchSummary, TrialRecord
 

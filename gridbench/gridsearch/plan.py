@@ -8,111 +8,20 @@ from __future__ import annotations
 import importlib.util
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable
 
 from gridbench import compile_cache, environment, space
-from gridbench.compile_cache import AHEAD_AUTO
-from gridbench.datasets import SHAPES, DataSource
+from gridbench.datasets import SHAPES
 from gridbench.errors import UserError
 from gridbench.gridsearch import backends, fusion, lifecycle, placement, user_check
+from gridbench.gridsearch.records import SearchOptions, SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
 
 DEVICES = ("cpu", "gpu")
 MAX_RETRIES = 100
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    device: str = "cpu"
-    # None: KERAS_BACKEND, else chosen by device (gridbench.gridsearch.backends.choose).
-    backend: str | None = None
-    # A choice already made for this request (the other half of --device both, another count
-    # of a scale), taken as it is instead of asking the backends again.
-    backend_choice: backends.BackendChoice | None = None
-    cpus_per_trial: int | None = None  # default: the cores shared evenly among concurrent trials
-    gpus_per_trial: float | None = None  # --device gpu only; default 1 (a fraction packs trials)
-    gpus: int | None = None  # --device gpu only; default every visible GPU
-    cpus: int | None = None  # cores the search may use in all; default every usable core
-    address: str | None = None  # an existing Ray cluster to join ("auto", "HOST:PORT"); None: start one here
-    max_concurrent: int | None = None
-    max_trials: int = 10_000  # configurations x repeats a search may run: a typo'd grid is refused, not started
-    # JAX's persistent compilation cache (gridbench.compile_cache): persistent (kept), search (per search) or off.
-    compile_cache: str = compile_cache.DEFAULT
-    # Compiling the programs in processes of their own while Ray starts (gridbench.gridsearch.precompile): auto, on, off.
-    compile_ahead: str = AHEAD_AUTO
-    tracking_uri: str | None = None
-    data_dir: str | None = None
-    synthetic: bool = False  # random data of the dataset's real shapes: speed only, accuracy never reported
-    command_line: str = ""
-    retries: int = 0  # runs again a trial whose worker died, up to this many times (each attempt recorded)
-    keep_ray_logs: bool = False  # keep the search's directory (Ray's session and logs) instead of removing it
-
-
-@dataclass(frozen=True)
-class SearchPlan:
-    """Everything a search needs, checked; building it writes nothing."""
-
-    spec: ExperimentSpec  # as it runs on the chosen backend ("auto" choices resolved)
-    options: SearchOptions
-    tracking_uri: str
-    data: DataSource
-    backend_choice: backends.BackendChoice  # the Keras backend (or what a non-Keras workload computes with), and why
-    cpus_per_trial: int
-    gpus_per_trial: float  # 0 on CPU
-    gpus: int  # GPUs Ray may hand out; 0 on CPU (and on a cluster: the cluster's)
-    cpus: int  # cores Ray may hand out here (on a cluster: the cluster's)
-    trials_total: int
-    user_check_s: float = 0.0  # checking a user's model and data in a subprocess (gridbench.gridsearch.user_check)
-    # Under --execution fused: configurations x repeats in groups, one Ray trial each (gridbench.gridsearch.fusion).
-    fused_groups: tuple[tuple[fusion.Member, ...], ...] = ()
-    # What the compile cache held as the search was planned ('empty', 'N entries, X MB'), or why a persistent one
-    # could not be used (the search then compiled in its own directory).
-    compile_cache_state: str = ""
-
-    @property
-    def execution(self) -> str:
-        return self.spec.execution
-
-    @property
-    def backend(self) -> str:
-        return self.backend_choice.backend
-
-    @property
-    def inner_values(self) -> tuple:
-        """The values of the workload's inner axis, which each Ray trial trains together."""
-        inner = self.spec.workload.inner_axis
-        if inner is None:
-            return ()
-        return tuple(self.spec.grid[inner]) if inner in self.spec.grid else (self.spec.params[inner],)
-
-    @property
-    def trial_groups(self) -> int:
-        """Ray trials: configurations x repeats, less those trained together in one trial."""
-        if self.fused_groups:
-            return len(self.fused_groups)
-        return self.trials_total // max(1, len(self.inner_values))
-
-    @property
-    def data_parallel(self) -> bool:
-        """Each trial spreads its batches over several whole GPUs (Keras' DataParallel)."""
-        return self.gpus_per_trial > 1
-
-    @property
-    def concurrency(self) -> int:
-        """Trials this machine's resources allow at once (see concurrency_on for a cluster)."""
-        return self.concurrency_on(self.cpus, self.gpus)
-
-    def concurrency_on(self, cpus: float, gpus: float) -> int:
-        """Trials that `cpus` cores and `gpus` GPUs allow at once."""
-        allowed = min(int(cpus) // self.cpus_per_trial, self.trial_groups)
-        if self.options.device == "gpu":
-            allowed = min(allowed, placement.gpu_slots(int(gpus), self.gpus_per_trial))
-        if self.options.max_concurrent:
-            allowed = min(allowed, self.options.max_concurrent)
-        return max(1, allowed)
 
 
 def plan_search(
@@ -130,22 +39,7 @@ def plan_search(
     `when_planned(plan)` is then called with the finished plan, still beside Ray's start (the
     search starts compiling its programs and opening its store then, RaySession.planned).
     """
-    if options.device not in DEVICES:
-        raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
-    if options.compile_cache not in compile_cache.SETTINGS:
-        raise UserError(
-            f"--compile-cache must be one of {', '.join(compile_cache.SETTINGS)}, got {options.compile_cache!r}"
-        )
-    if options.compile_ahead not in compile_cache.AHEAD_SETTINGS:
-        raise UserError(
-            f"--compile-ahead must be one of {', '.join(compile_cache.AHEAD_SETTINGS)}, got {options.compile_ahead!r}"
-        )
-    if options.max_concurrent is not None and options.max_concurrent <= 0:
-        raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
-    if options.address and (options.gpus is not None or options.cpus is not None):
-        raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
-    if not 0 <= options.retries <= MAX_RETRIES:
-        raise UserError(f"--retries must be 0 to {MAX_RETRIES}, got {options.retries}")
+    _check_options(options)
     workload = spec.workload
     trials_total = spec.grid_size * spec.repeats
     if trials_total > options.max_trials:
@@ -161,34 +55,7 @@ def plan_search(
         fusion.check_fusable(workload.name, workload.framework, options.gpus_per_trial or 1.0)
         groups = fusion.fused_groups(spec.configurations(), spec.params, spec.repeats)
         ray_trials = len(groups)
-    gpus, gpus_per_trial, visible_gpus = 0, 0.0, 0
-    if options.device == "gpu":
-        gpus_per_trial = placement.check_gpus_per_trial(
-            1.0 if options.gpus_per_trial is None else options.gpus_per_trial
-        )
-        visible_gpus = environment.visible_gpu_count()
-        # Ray would queue a GPU trial forever on a machine without one (a cluster's nodes
-        # are checked once Ray has joined it).
-        if not options.address:
-            gpus = placement.choose_gpus(options.gpus, visible_gpus, gpus_per_trial)
-    elif options.gpus_per_trial is not None or options.gpus is not None:
-        raise UserError("--gpus and --gpus-per-trial apply to --device gpu only")
-    cores = environment.usable_cores()
-    if options.cpus is not None:
-        if not 0 < options.cpus <= cores:
-            raise UserError(f"--cpus {options.cpus}: this machine has {cores} usable cores; use 1 to {cores}")
-        cores = options.cpus
-    cpus = options.cpus_per_trial
-    if cpus is None:
-        # One trial at a time gets every core; trials packed on GPUs share them evenly.
-        slots = placement.gpu_slots(gpus, gpus_per_trial) if gpus else 1
-        cpus = 1 if options.address else max(1, cores // min(slots, ray_trials, options.max_concurrent or slots))
-    if cpus <= 0:
-        raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
-    if cpus > cores and not options.address:
-        raise UserError(
-            f"--cpus-per-trial {cpus} is more than the {cores} cores this search may use; use at most {cores}"
-        )
+    gpus, gpus_per_trial, visible_gpus, cores, cpus = _resources(options, ray_trials)
     data = user_check.locate(spec, options)  # a user's own data, or a built-in dataset found as usual
     tracking_uri = resolve_tracking_uri(options.tracking_uri)
     check_tracking_uri(tracking_uri)
@@ -234,6 +101,59 @@ def plan_search(
     return complete(
         backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
     )
+
+
+def _check_options(options: SearchOptions) -> None:
+    """The checks on the options alone (raises UserError)."""
+    if options.device not in DEVICES:
+        raise UserError(f"--device must be one of {', '.join(DEVICES)}, got {options.device!r}")
+    if options.compile_cache not in compile_cache.SETTINGS:
+        raise UserError(
+            f"--compile-cache must be one of {', '.join(compile_cache.SETTINGS)}, got {options.compile_cache!r}"
+        )
+    if options.compile_ahead not in compile_cache.AHEAD_SETTINGS:
+        raise UserError(
+            f"--compile-ahead must be one of {', '.join(compile_cache.AHEAD_SETTINGS)}, got {options.compile_ahead!r}"
+        )
+    if options.max_concurrent is not None and options.max_concurrent <= 0:
+        raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
+    if options.address and (options.gpus is not None or options.cpus is not None):
+        raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
+    if not 0 <= options.retries <= MAX_RETRIES:
+        raise UserError(f"--retries must be 0 to {MAX_RETRIES}, got {options.retries}")
+
+
+def _resources(options: SearchOptions, ray_trials: int) -> tuple[int, float, int, int, int]:
+    """GPUs Ray may hand out, GPUs per trial, visible GPUs, cores, cores per trial (raises UserError)."""
+    gpus, gpus_per_trial, visible_gpus = 0, 0.0, 0
+    if options.device == "gpu":
+        gpus_per_trial = placement.check_gpus_per_trial(
+            1.0 if options.gpus_per_trial is None else options.gpus_per_trial
+        )
+        visible_gpus = environment.visible_gpu_count()
+        # Ray would queue a GPU trial forever on a machine without one (a cluster's nodes
+        # are checked once Ray has joined it).
+        if not options.address:
+            gpus = placement.choose_gpus(options.gpus, visible_gpus, gpus_per_trial)
+    elif options.gpus_per_trial is not None or options.gpus is not None:
+        raise UserError("--gpus and --gpus-per-trial apply to --device gpu only")
+    cores = environment.usable_cores()
+    if options.cpus is not None:
+        if not 0 < options.cpus <= cores:
+            raise UserError(f"--cpus {options.cpus}: this machine has {cores} usable cores; use 1 to {cores}")
+        cores = options.cpus
+    cpus = options.cpus_per_trial
+    if cpus is None:
+        # One trial at a time gets every core; trials packed on GPUs share them evenly.
+        slots = placement.gpu_slots(gpus, gpus_per_trial) if gpus else 1
+        cpus = 1 if options.address else max(1, cores // min(slots, ray_trials, options.max_concurrent or slots))
+    if cpus <= 0:
+        raise UserError(f"--cpus-per-trial must be > 0, got {cpus}")
+    if cpus > cores and not options.address:
+        raise UserError(
+            f"--cpus-per-trial {cpus} is more than the {cores} cores this search may use; use at most {cores}"
+        )
+    return gpus, gpus_per_trial, visible_gpus, cores, cpus
 
 
 def plan_pair(spec: ExperimentSpec, cpu: SearchOptions, gpu: SearchOptions) -> tuple[SearchPlan, SearchPlan]:

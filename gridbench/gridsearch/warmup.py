@@ -1,6 +1,6 @@
 """The warm-up phase of several timed searches (`--device both`, `scale`): every program compiled first.
 
-    plans -> compiling processes (gridbench.gridsearch.precompile), each plan's programs -> the compile cache -> searches
+    plans -> compiling processes (gridsearch.precompile), each plan's programs -> the compile cache -> searches
 
 Without it, the first search of a pair or a scale would compile what the later ones load
 from the cache, and which one ran first would decide the comparison. With a persistent
