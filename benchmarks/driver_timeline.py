@@ -42,13 +42,17 @@ def main() -> int:
     stamp("python started, importing gridbench")
     import gridbench.cli as cli
     import gridbench.gridsearch as search
+    import gridbench.gridsearch.ray_session as ray_session
     import gridbench.gridsearch.run as run
 
-    for name in ("_start_ray", "_open_store", "_recording_callback", "_fit", "_start"):
-        stamped(run, name)
+    # Each where its caller looks it up (run_search's steps are in run.py's namespace).
+    steps = [(ray_session, "_start_ray"), (ray_session, "open_store"), (run, "recording_callback"), (run, "fit")]
+    for module, name in [*steps, (run, "start_search")]:
+        if hasattr(module, name):
+            stamped(module, name)
     for name in ("planned", "precompile"):
-        if hasattr(run.RaySession, name):  # older commits have precompile only
-            stamped(run.RaySession, name)
+        if hasattr(ray_session.RaySession, name):  # older commits have precompile only
+            stamped(ray_session.RaySession, name)
     stamped(search, "plan_search")  # the CLI imports it from gridbench.gridsearch when it runs
     stamp("gridbench imported")
     sys.argv = ["gridbench", *sys.argv[1:]]

@@ -289,7 +289,7 @@ def _search(args: argparse.Namespace) -> int:
 
     from gridbench.gridsearch import backends, plan_pair, plan_search, run_search
     from gridbench.gridsearch.progress import SearchProgress, print_search
-    from gridbench.gridsearch.run import RaySession
+    from gridbench.gridsearch.ray_session import RaySession
     from gridbench.tracking import schema
 
     spec = _load(args)

@@ -8,7 +8,7 @@ import pytest
 
 from gridbench.comparison.pairing import time_to_target
 from gridbench.gridsearch import SearchOptions, SearchResult, plan_search
-from gridbench.gridsearch.run import summarise
+from gridbench.gridsearch.summary import summarise
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
 from gridbench.tracking.memory import MemoryRecorder

@@ -25,8 +25,8 @@ from gridbench.cli import main
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, plan_search
 from gridbench.gridsearch.lifecycle import EXIT_OUT_OF_SPACE, SearchOutOfSpace
+from gridbench.gridsearch.recording import search_params, spec_tags
 from gridbench.gridsearch.resume import expected_tags, locate
-from gridbench.gridsearch.run import search_params, spec_tags
 from gridbench.space import OutOfSpace
 from gridbench.spec import load_spec
 from gridbench.tracking import schema

@@ -24,8 +24,8 @@ import pytest
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, plan_search, run_search
 from gridbench.gridsearch.lifecycle import SearchInterrupted, StopSignals
+from gridbench.gridsearch.recording import search_params
 from gridbench.gridsearch.resume import expected_tags, locate
-from gridbench.gridsearch.run import search_params
 from gridbench.gridsearch.tune_callback import death_reason
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
@@ -201,7 +201,7 @@ def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
 
 
 def test_the_store_opens_early_once_and_only_for_a_local_ray(store):
-    from gridbench.gridsearch.run import RaySession
+    from gridbench.gridsearch.ray_session import RaySession
     from gridbench.tracking.journaled import JournaledRecorder
 
     local = plan_search(digits(), SearchOptions(tracking_uri=store, backend="tensorflow"))
@@ -242,7 +242,7 @@ def _is_ray_worker(process: psutil.Process) -> bool:
 @pytest.mark.slow
 def test_a_local_ray_starts_no_worker_before_a_trial_asks_for_one():
     """Tune's actors never take the idle workers Ray starts ahead (one per core), so none is started."""
-    from gridbench.gridsearch.run import RaySession
+    from gridbench.gridsearch.ray_session import RaySession
 
     session = RaySession()
     try:

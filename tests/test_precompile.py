@@ -41,7 +41,7 @@ ON = {"compile_ahead": "on"}
     ],
 )
 def test_programs_are_compiled_ahead_only_where_a_trial_could_load_them(options, expected):
-    from gridbench.gridsearch.run import program_representatives
+    from gridbench.gridsearch.tuning import program_representatives
 
     plan = _plan(**options)
     assert program_count(plan, len(program_representatives(plan.spec))) == expected
@@ -106,7 +106,7 @@ def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_
     import pickle
 
     from gridbench.gridsearch import precompile
-    from gridbench.gridsearch.run import RaySession
+    from gridbench.gridsearch.ray_session import RaySession
 
     def unpicklable(*args, **kwargs):
         raise pickle.PicklingError("a user's model defined in a file pickle cannot name")

@@ -141,7 +141,7 @@ def test_the_output_says_which_programs_were_compiled_loaded_from_the_cache_or_r
 
     from gridbench.gridsearch import SearchOptions, SearchResult, plan_search
     from gridbench.gridsearch.progress import SearchProgress, print_search
-    from gridbench.gridsearch.run import summarise
+    from gridbench.gridsearch.summary import summarise
     from gridbench.spec import load_spec
     from gridbench.tracking import schema
 

@@ -9,7 +9,7 @@ import pytest
 
 from gridbench.comparison import PriceTable, compare
 from gridbench.gridsearch import SearchOptions, plan_search
-from gridbench.gridsearch.run import summarise
+from gridbench.gridsearch.summary import summarise
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
 from gridbench.tracking.memory import MemoryRecorder

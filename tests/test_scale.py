@@ -188,7 +188,6 @@ def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(tmp_path):
 
 def test_steady_efficiency_compares_the_counts_steady_cost_and_the_table_shows_each_count_s_account():
     from gridbench import account
-    from gridbench.scale import report as scale_report
 
     def with_account(makespan, concurrency, one_off, steady):
         parts = dict.fromkeys(account.PARTS, 0.0) | {"startup_s": one_off, "training_s": steady}

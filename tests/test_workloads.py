@@ -241,7 +241,7 @@ for name in ("mlp", "cnn"):  # SciKeras' estimator, and a family's KerasFitSessi
 
 
 def test_grid_order_puts_program_axes_first_and_names_one_configuration_per_program():
-    from gridbench.gridsearch.run import grid_order, program_representatives
+    from gridbench.gridsearch.tuning import grid_order, program_representatives
     from gridbench.spec import load_spec
 
     spec = load_spec("mnist").with_overrides(grids={"dropout": ["0.1", "0.2"]})

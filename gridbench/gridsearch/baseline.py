@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from gridbench import environment
 from gridbench.datasets import find, read
 from gridbench.errors import UserError
-from gridbench.gridsearch.run import search_params, spec_tags
+from gridbench.gridsearch.recording import search_params, spec_tags
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord

@@ -15,7 +15,7 @@ from gridbench import compile_cache, environment, space
 from gridbench.datasets import SHAPES
 from gridbench.errors import UserError
 from gridbench.gridsearch import backends, fusion, lifecycle, placement, user_check
-from gridbench.gridsearch.records import SearchOptions, SearchPlan
+from gridbench.gridsearch.options import SearchOptions, SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
@@ -35,7 +35,7 @@ def plan_search(
     The checks that need no backend come first (the data and the store among them),
     then the backend: asking backends whether they see a GPU takes seconds, and
     `while_probing(options, cpus, gpus, runtime_env)` runs meanwhile (the search starts Ray then,
-    gridbench.gridsearch.run.RaySession.start). Only the checks that depend on the backend come after;
+    gridbench.gridsearch.ray_session.RaySession.start). Only the checks that depend on the backend come after;
     `when_planned(plan)` is then called with the finished plan, still beside Ray's start (the
     search starts compiling its programs and opening its store then, RaySession.planned).
     """

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from gridbench import compile_cache
 from gridbench.errors import UserError
 from gridbench.gridsearch.plan import SearchPlan
+from gridbench.gridsearch.recording import search_params
 from gridbench.tracking import schema
 from gridbench.tracking.records import config_key
 from gridbench.tracking.schema import SearchStatus, TrialStatus
@@ -160,8 +161,6 @@ def expected_tags(plan: SearchPlan) -> dict[str, str]:
 
 
 def _differences(plan: SearchPlan, tags: Mapping[str, str], params: Mapping[str, str]) -> list[str]:
-    from gridbench.gridsearch.run import search_params
-
     ran = [
         f"{name} {params.get(name, '(none)')} (now {value})"
         for name, value in ((k, _as_param(v)) for k, v in search_params(plan.spec).items())

@@ -22,7 +22,7 @@ from gridbench.errors import UserError
 
 if TYPE_CHECKING:
     from gridbench.datasets.user import DataFacts
-    from gridbench.gridsearch.records import SearchOptions, SearchPlan
+    from gridbench.gridsearch.options import SearchOptions, SearchPlan
     from gridbench.spec import ExperimentSpec
 
 # Distinct configurations of the user's hyperparameters built by the check; more would cost seconds each.

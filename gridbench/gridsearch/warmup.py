@@ -24,7 +24,7 @@ from typing import Sequence
 from gridbench import compile_cache
 from gridbench.gridsearch import precompile
 from gridbench.gridsearch.plan import SearchPlan
-from gridbench.gridsearch.run import program_representatives, trial_context
+from gridbench.gridsearch.tuning import program_representatives, trial_context
 
 
 @dataclass(frozen=True)

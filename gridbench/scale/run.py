@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from gridbench import account, compile_cache, environment
+from gridbench import account, environment
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, SearchPlan, placement, plan_search
 from gridbench.spec import ExperimentSpec

@@ -1,0 +1,248 @@
+"""Ray's lifecycle for one search: started (early, where it can), checked, and stopped on every path.
+
+RaySession owns Ray, the search's directory, the signal handlers, the watchdog and the processes
+that compile ahead; start_search starts Ray while the store opens and checks the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from gridbench.errors import UserError
+from gridbench.gridsearch import lifecycle, placement, precompile, user_check
+from gridbench.gridsearch.lifecycle import SearchInterrupted
+from gridbench.gridsearch.options import SearchPlan
+from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
+from gridbench.gridsearch.recording import open_store
+from gridbench.gridsearch.tuning import program_representatives, trial_context
+from gridbench.tracking.journaled import open_journaled_recorder
+from gridbench.tracking.store import Recorder
+
+if TYPE_CHECKING:
+    from gridbench.gridsearch.options import SearchOptions
+
+
+def _start_ray(
+    address: str | None, cpus: int, gpus: int, ray_dir: str | None = None, runtime_env: dict | None = None
+) -> None:
+    import ray
+
+    quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
+    if address:
+        placement.check_address_answers(address)  # else ray.init retries for minutes, printing its C++ warnings
+        try:
+            # The cluster's nodes bring their own resources; they must reach the same data path.
+            ray.init(address=address, runtime_env=runtime_env, **quiet)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise UserError(
+                f"--address {address}: cannot join the Ray cluster ({first}); "
+                f"start it with `ray start --head` or fix --address"
+            ) from None
+        return
+    ray.init(
+        # A user's model and loader modules, uploaded so that every worker imports them.
+        runtime_env=runtime_env,
+        # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
+        address="local",
+        num_cpus=cpus,  # --cpus N: Ray hands out N cores
+        num_gpus=gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
+        include_dashboard=False,
+        _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
+        # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
+        # never take them: Tune gives its actors a runtime_env of their own (PL_DISABLE_FORK), and Ray hands
+        # an actor only a worker started with the same one. So Ray starts each trial's worker when it is due.
+        _system_config={"prestart_worker_first_driver": False},
+        **quiet,
+    )
+
+class RaySession:
+    """This search's Ray and what it leaves behind: started once, stopped on every path.
+
+    It starts early where it can: plan_search calls `start` (its `while_probing`) while
+    the backends are asked about GPUs in subprocesses, and MLflow and Ray Tune are
+    imported meanwhile in a thread. Once the plan is complete, still beside Ray's start,
+    `planned` starts compiling the programs ahead and, with `open_store_early`, opening
+    the store. Otherwise run_search starts Ray, and opens the store beside it. `stop`
+    shuts Ray down, ends by PID what it started, removes the search's directory and
+    restores the signal handlers, also when planning fails after the start.
+    """
+
+    def __init__(self, open_store_early: bool = False) -> None:
+        self.ray_start_s: float | None = None
+        self.signals: lifecycle.StopSignals | None = None
+        self.directory: lifecycle.SearchDirectory | None = None
+        self.processes: lifecycle.OwnProcesses | None = None
+        self.watchdog: lifecycle.Watchdog | None = None
+        self.precompiler: Precompiler | None = None
+        self.open_store_early = open_store_early
+        self._store: Future | None = None  # the default store, opening since the plan was complete
+        self._lock = threading.Lock()  # planning's thread may start compiling ahead while this one starts Ray
+
+    @property
+    def started(self) -> bool:
+        return self.ray_start_s is not None
+
+    def _search_directory(self, keep: bool) -> lifecycle.SearchDirectory:
+        with self._lock:
+            if self.directory is None:
+                self.directory = lifecycle.SearchDirectory(keep=keep)
+            return self.directory
+
+    def planned(self, plan: SearchPlan) -> None:
+        """What the complete plan lets start beside Ray's start: compiling ahead, and the store's opening.
+
+        plan_search calls it as soon as the plan is complete, while Ray is still starting. The
+        store opens early only on a local Ray: joining a cluster fails on a bad --address, which
+        must leave no store behind, and a local Ray's start has no input left to refuse.
+        """
+        self.precompile(plan)
+        if self.open_store_early and not plan.options.address and self._store is None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gridbench-open-store")
+            self._store = pool.submit(open_store, open_journaled_recorder, plan)
+            pool.shutdown(wait=False)  # its one task goes on; run_search takes its result
+
+    def take_store(self) -> Future | None:
+        """The default store's opening, if `planned` started it: once."""
+        store, self._store = self._store, None
+        return store
+
+    def precompile(self, plan: SearchPlan) -> None:
+        """Starts compiling the plan's programs ahead, in processes of their own, where it has any (once).
+
+        `planned` calls it; run_search calls it otherwise (gridbench.gridsearch.precompile).
+        """
+        if self.precompiler is not None:
+            return
+        programs = precompile.program_count(plan, len(program_representatives(plan.spec)))
+        if programs == 0:
+            return
+        directory = self._search_directory(plan.options.keep_ray_logs)
+        context = trial_context(plan, directory.tune_dir, precompiled=True)
+        try:
+            self.precompiler = Precompiler.start(plan, context, programs, os.path.join(directory.path, "precompile"))
+        except Exception:  # noqa: BLE001 - e.g. a user's model that pickle cannot name: its trials compile it
+            self.precompiler = None
+
+    def before_trials(self, plan: SearchPlan) -> None:
+        """On a CPU, waits for the programs compiling ahead: no compilation shares the cores of a timed epoch.
+
+        The wait is in the makespan: compiling that Ray's start did not hide is the search's own, as it is
+        on a GPU, where trials train beside it.
+        """
+        if self.precompiler is not None and plan.options.device == "cpu":
+            self.precompiler.wait()
+
+    def start(self, options: SearchOptions, cpus: int, gpus: int, runtime_env: dict | None = None) -> None:
+        _quiet_ray()
+        if not options.address:
+            lifecycle.local_ray_environment()
+        self.signals = lifecycle.StopSignals()
+        self.signals.install()
+        self._search_directory(options.keep_ray_logs)
+        # Before OwnProcesses: the watchdog is not among the processes to end; it ends them if this driver is killed.
+        self.watchdog = lifecycle.Watchdog(self.directory)
+        self.processes = lifecycle.OwnProcesses()
+        if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
+            self.processes.adopt(self.precompiler.pids)
+        threading.Thread(target=_import_for_later, name="gridbench-import", daemon=True).start()
+        start = time.perf_counter()
+        try:
+            _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
+        except SystemExit as exited:
+            # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
+            if exited.code == signal.SIGTERM:
+                raise SearchInterrupted(signal.SIGTERM) from None
+            raise
+        finally:
+            self.processes.note()
+            self.watchdog.guard(self.processes.seen)
+            self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
+        self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
+        self.ray_start_s = time.perf_counter() - start
+
+    def stop(self) -> None:
+        if self.precompiler is not None:
+            self.precompiler.stop()
+        if self.processes is not None:
+            _stop_ray(self.processes)
+        if self.directory is not None:
+            self.directory.remove()
+            if self.directory.keep:
+                print(
+                    f"gridbench: Ray's logs and the search's files are kept in {self.directory.path}", file=sys.stderr
+                )
+        if self.watchdog is not None:
+            self.watchdog.leave()
+        if self.signals is not None:
+            self.signals.restore()
+        self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
+        self._store = None  # opened and never taken (the command failed after planning): it wrote no run
+
+def _import_for_later() -> None:
+    # Imported for their side effect, beside Ray's start: the store then opens, and Tune starts, without waiting.
+    import mlflow  # noqa: F401
+    from ray import tune  # noqa: F401
+
+def _quiet_ray() -> None:
+    # Tune's own CSV/JSON/TensorBoard loggers and console output are replaced by
+    # MLflow and gridbench's progress bar; usage-stats prompts need no network here.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Ctrl-C should stop the search at once (finished trials are already in MLflow),
+    # not be swallowed by Tune's own graceful-stop handler.
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+    # A trial whose worker died is recorded with Ray's reason (RecordingCallback), not printed as a traceback.
+    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)  # "Trials did not complete": recorded as FAILED
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
+    """Shuts Ray down, then ends by PID whatever it started and left running (agents once outlived it)."""
+    processes.note()
+    if "ray" in sys.modules:
+        import ray
+
+        ray.shutdown()
+    processes.end()
+
+def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Recorder, float, dict[str, float]]:
+    """Starts Ray (unless planning did) while the store opens; checks the cluster before anything is written.
+
+    Returns the recorder, Ray's start time in seconds and the cluster's resources.
+    """
+    import ray
+
+    session.precompile(plan)  # unless planning started it: XLA compiles while Ray starts
+    # Importing MLflow and opening its store takes seconds; do it while Ray starts.
+    early = session.take_store() if open_recorder is open_journaled_recorder else None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        opening = early or pool.submit(open_store, open_recorder, plan)
+        if not session.started:
+            session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec))
+        ray_start_s = session.ray_start_s
+        try:
+            recorder, stale = opening.result()
+            for run_id in stale:
+                print(
+                    f"gridbench: search {run_id} was left RUNNING by a driver that died; marked KILLED "
+                    f"(continue it with `gridbench search {plan.spec.name} --resume {run_id}`)",
+                    file=sys.stderr,
+                )
+            # Ray would queue a trial no node can hold forever.
+            placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
+            return recorder, ray_start_s, dict(ray.cluster_resources())
+        except BaseException:
+            ray.shutdown()
+            raise
+
+def precompile_report(session: RaySession) -> PrecompileReport | None:
+    return session.precompiler.report() if session.precompiler is not None else None

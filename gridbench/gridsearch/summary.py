@@ -1,0 +1,94 @@
+"""A search's totals from its trials (summarise) and the account of the whole command (with_account).
+
+Pure arithmetic over TrialRecords: no Ray, no store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Sequence
+
+from gridbench import account
+from gridbench.gridsearch.options import SearchPlan
+from gridbench.gridsearch.precompile import PrecompileReport
+from gridbench.tracking import schema
+from gridbench.tracking.records import SearchSummary, TrialRecord
+from gridbench.tracking.schema import TrialStatus
+
+if TYPE_CHECKING:
+    from gridbench.gridsearch.resume import ResumePoint
+
+
+def summarise(
+    plan: SearchPlan,
+    trials: Sequence[TrialRecord],
+    concurrency: int,
+    makespan_s: float,
+    ray_start_s: float,
+    process_start: float,
+    resume: ResumePoint | None = None,
+    fit_started_at: float | None = None,
+    precompiled: PrecompileReport | None = None,
+) -> SearchSummary:
+    """The search's totals from its trials: pure arithmetic, no Ray, no store.
+
+    A resumed search counts the trials finished before among its finished trials and its
+    best metric; its makespan and trial times are this session's (`trials_resumed` says how many were not).
+    """
+    spec = plan.spec
+    finished = [t for t in trials if t.finished]
+    # A retried attempt is not a failed trial: the trial ran again.
+    failed = [t for t in trials if t.status is TrialStatus.FAILED and t.tags.get(schema.RETRIED) != "true"]
+    # A diverged trial's accuracy (a constant prediction's) is no result: it never is the best.
+    values = [t.metrics[spec.metric] for t in finished if t.ranked and spec.metric in t.metrics]
+    resumed = len(resume.finished) if resume is not None else 0
+    values += list(resume.metric_values) if resume is not None else []
+    best = (max if spec.mode == "max" else min)(values) if values else None
+    return SearchSummary(
+        trials_total=plan.trials_total,
+        trials_finished=len(finished) + resumed,
+        trials_failed=len(failed),
+        concurrency=concurrency,
+        makespan_s=makespan_s,
+        ray_start_s=ray_start_s,
+        backend_probe_s=plan.backend_choice.probe_s,
+        time_to_first_trial_s=min((t.started_at for t in trials), default=process_start) - process_start,
+        trial_wall_sum_s=sum(t.metrics.get(schema.TRIAL_WALL_S, 0.0) for t in trials),
+        best_metric=best,
+        session=resume.sessions_before + 1 if resume is not None else 1,
+        trials_resumed=resumed,
+        epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
+        training_sum_s=sum(account.trial_parts(t.metrics, spec.workload.train_metric)["training_s"] for t in trials),
+        startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
+        trials_diverged=sum(t.diverged for t in finished),
+        **_precompile_fields(precompiled or PrecompileReport()),
+    )
+
+def with_account(
+    plan: SearchPlan,
+    summary: SearchSummary,
+    trials: Sequence[TrialRecord],
+    command_start: float,
+    command_end: float,
+    compile_warmup_s: float = 0.0,
+) -> SearchSummary:
+    """The summary with the account of the whole command (gridbench.account), now that the search has ended."""
+    summary = dataclasses.replace(summary, compile_warmup_s=compile_warmup_s)
+    members = [(f"{t.tags.get(schema.HOST, '')}:{t.tags.get(schema.PID, '')}", t.started_at, t.ended_at, t.metrics)
+               for t in trials]  # fmt: skip
+    timings = account.timings_of(members, plan.spec.workload.train_metric)
+    parts = account.account(
+        timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s, summary.compile_warmup_s
+    )
+    return dataclasses.replace(summary, account=parts.account.parts())
+
+def _precompile_fields(report: PrecompileReport) -> dict[str, float]:
+    return {
+        "precompile_processes": report.processes,
+        "programs_precompiled": report.programs,
+        "programs_precompile_loaded": report.loaded,
+        "programs_precompile_failed": report.failed,
+        "precompile_s": report.wall_s,
+        "precompile_compile_s": report.compile_sum_s,
+        "precompile_wait_s": report.wait_s,
+    }
