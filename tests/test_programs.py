@@ -87,11 +87,11 @@ def test_workers_of_one_search_compile_a_program_one_at_a_time(tmp_path):
 def test_a_gpu_worker_queues_the_other_programs_once_per_search_and_never_its_own(monkeypatch):
     from types import SimpleNamespace
 
-    from gridbench.trial import run
+    from gridbench.trial import steps
     from gridbench.workloads import programs
 
     monkeypatch.setattr(programs, "PROGRAMS", ProgramCache())
-    monkeypatch.setattr(run, "_QUEUED_AHEAD", set())
+    monkeypatch.setattr(steps, "_QUEUED_AHEAD", set())
 
     def session(key):
         return SimpleNamespace(program_key=key, compile_detached=lambda: f"program {key}")
@@ -103,10 +103,10 @@ def test_a_gpu_worker_queues_the_other_programs_once_per_search_and_never_its_ow
         return [session("a"), session("b"), session("c")]
 
     gpu = SimpleNamespace(device="gpu", compile_cache_dir="/search-1", precompiled=False)
-    assert run.compile_others_ahead(gpu, own, others) == 2  # b and c; a is the trial's own
-    assert run.compile_others_ahead(gpu, own, others) == 0 and len(opened) == 1  # the next trial: nothing to open
+    assert steps.compile_others_ahead(gpu, own, others) == 2  # b and c; a is the trial's own
+    assert steps.compile_others_ahead(gpu, own, others) == 0 and len(opened) == 1  # the next trial: nothing to open
     assert (
-        run.compile_others_ahead(
+        steps.compile_others_ahead(
             SimpleNamespace(device="cpu", compile_cache_dir="/search-2", precompiled=False), own, others
         )
         == 0
@@ -115,7 +115,7 @@ def test_a_gpu_worker_queues_the_other_programs_once_per_search_and_never_its_ow
     assert "a" not in programs.PROGRAMS
     # Where the search's own processes compile ahead (gridbench.gridsearch.precompile), workers queue nothing.
     precompiled = SimpleNamespace(device="gpu", compile_cache_dir="/search-3", precompiled=True)
-    assert run.compile_others_ahead(precompiled, own, others) == 0 and len(opened) == 1
+    assert steps.compile_others_ahead(precompiled, own, others) == 0 and len(opened) == 1
 
 
 def _trial(units: int, reused: str, cached: str):

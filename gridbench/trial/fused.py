@@ -18,16 +18,10 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
+from gridbench.trial import steps
+from gridbench.trial.context import TrialContext
 from gridbench.trial.outcome import TrialOutcome
-from gridbench.trial.run import (
-    TrialContext,
-    _blas_threads,
-    _check_device,
-    _load_data,
-    _sampler,
-    _without_accuracy,
-    compile_others_ahead,
-)
+from gridbench.trial.steps import blas_threads, check_device, compile_others_ahead, load_data, without_accuracy
 from gridbench.trial.timing import PhaseClock, epoch_summary
 
 
@@ -51,18 +45,18 @@ def train_fused(
     clock = PhaseClock()
     with threadpool_limits(limits=context.cpus):
         with clock.phase("setup"):
-            data = _load_data(context, configs[0])
+            data = load_data(context, configs[0])
             session = entry.open_fused_session(configs, data, seeds)
             session.workload = context.workload
             session.build()
-        _check_device(outcome, context, session, f"{context.backend} placed the fused group")
+        check_device(outcome, context, session, f"{context.backend} placed the fused group")
         with clock.phase("compile"):
             outcome.tags.update(session.compile())
         ahead = compile_others_ahead(  # after its own, as trial.run does
             context, session, lambda: _other_groups(entry, context, hyperparameters, data)
         )
         clock.sync = session.sync
-        sampler = _sampler(gpus)
+        sampler = steps.sampler(gpus)
         with sampler, clock.phase("fit"):  # sampler outside: its start is not training time
             fits = session.fit(clock)
         gpu_metrics = sampler.metrics() if gpus else {}
@@ -95,7 +89,7 @@ def train_fused(
     tags = {
         **outcome.tags,
         "threads.omp": os.environ["OMP_NUM_THREADS"],
-        "threads.blas": _blas_threads(),
+        "threads.blas": blas_threads(),
         **session.facts(),
         schema.FUSED_WITH: str(size),
     }
@@ -106,7 +100,7 @@ def train_fused(
             outcome.started_at,
             ended_at,
             member_repeat,
-            metrics={**timings, **_without_accuracy({**fit, **evaluation}, context.data)},
+            metrics={**timings, **without_accuracy({**fit, **evaluation}, context.data)},
             tags=dict(tags),
             epoch_times=list(shares),
             value=index,

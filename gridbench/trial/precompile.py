@@ -26,7 +26,8 @@ import sys
 import time
 import traceback
 
-from gridbench.trial.run import TrialContext, _load_data, configure_process
+from gridbench.trial.context import TrialContext, configure_process
+from gridbench.trial.steps import load_data
 
 NICENESS = 10  # these processes yield the cores to what they run beside: Ray's start, Tune, the trials
 
@@ -48,7 +49,7 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
 
     entry = context.resolve_workload().load_train()
     entry.prepare(context)  # the search's compile cache and its per-program locks
-    data = _load_data(context, context.params)
+    data = load_data(context, context.params)
     for index in indices:
         started = time.perf_counter()
         line: dict = {"index": index}

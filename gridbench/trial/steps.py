@@ -1,0 +1,76 @@
+"""The steps every kind of trial takes (one configuration, an inner axis's group, a fused group).
+
+Its data, where the framework put the work, the GPU's sampler, the BLAS threads, and
+queuing the search's other programs for compiling ahead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterable, Iterator
+
+from gridbench.datasets import Dataset, DataSource
+from gridbench.datasets.read import load_shared
+from gridbench.tracking import schema
+from gridbench.trial import gpu_monitor
+from gridbench.trial.context import DeviceMismatch, TrialContext
+from gridbench.trial.outcome import TrialOutcome
+
+# Compile caches whose search's other programs this worker has queued (a worker serves one search).
+_QUEUED_AHEAD: set[str] = set()
+
+
+def blas_threads() -> str:
+    from threadpoolctl import threadpool_info
+
+    return ",".join(str(pool["num_threads"]) for pool in threadpool_info() if pool.get("user_api") == "blas") or "none"
+
+def _matches(requested: str, actual: str) -> bool:
+    return actual.split(":")[0] == requested
+
+def load_data(context: TrialContext, hyperparameters) -> Dataset:
+    workload = context.resolve_workload()
+    return load_shared(context.data, context.seed, flat=workload.flat_inputs, options=hyperparameters)
+
+def without_accuracy(metrics: dict[str, float], data: DataSource) -> dict[str, float]:
+    """Synthetic data has random labels: its accuracy is never reported, not even as a metric."""
+    return {k: v for k, v in metrics.items() if "accuracy" not in k} if data.synthetic else metrics
+
+def check_device(outcome: TrialOutcome, context: TrialContext, session, what: str) -> None:
+    """Records where the framework put the work; a mislabelled timing is worse than none."""
+    actual = session.actual_device()
+    outcome.tags[schema.DEVICE_ACTUAL] = actual
+    if not _matches(context.device, actual):
+        raise DeviceMismatch(f"requested {context.device} but {what} on {actual}")
+
+def sampler(gpus: list[int]):
+    return gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+
+def compile_others_ahead(context: TrialContext, session, others: Callable[[], Iterable]) -> int:
+    """Queues the search's other programs this worker lacks for compiling in the background; returns how many.
+
+    On a GPU only: XLA compiles on the host while the device trains, and a CPU trial's
+    cores are its own (compiling beside it would slow the very epochs it times). Once per
+    worker and search: the first trial queues them all. `others()` yields the sessions of
+    the other programs; they compile from their shapes, without their data.
+    """
+    from gridbench.workloads.programs import PROGRAMS
+
+    if context.device != "gpu" or context.precompiled or context.compile_cache_dir in _QUEUED_AHEAD:
+        return 0
+    if context.compile_cache_dir is not None:
+        _QUEUED_AHEAD.add(context.compile_cache_dir)
+    jobs = {other.program_key: other.compile_detached for other in others()}
+    jobs.pop(session.program_key, None)
+    return PROGRAMS.compile_ahead(jobs)
+
+def other_programs(entry, context: TrialContext, data: Dataset, session) -> Iterator:
+    """A session of each of the search's programs, for compiling ahead (compiled loops on one device only)."""
+    import keras
+
+    if not hasattr(session, "compile_detached") or keras.distribution.distribution() is not None:
+        return  # Keras fit, or data parallelism: each program is compiled by its first trial, then reused
+    for configuration in context.programs:
+        other = entry.open_session({**context.params, **configuration}, data, seed=context.seed)
+        if hasattr(other, "compile_detached"):
+            yield other
