@@ -256,7 +256,7 @@ class MlflowRecorder:
         tags = {**tags, schema.SCHEMA: str(schema.SCHEMA_VERSION)}
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags={k: _text(v) for k, v in tags.items()})
         self.parent_run_id = run.info.run_id
-        self._log(self.parent_run_id, params=params)
+        self.log_values(self.parent_run_id, params=params)
         for name, document in documents.items():
             self.client.log_dict(self.parent_run_id, document, name)
         return self.parent_run_id
@@ -296,7 +296,7 @@ class MlflowRecorder:
         # The timings first: MLflow's compare view charts a run's first metric by default (else import_s).
         first = {k: trial.metrics[k] for k in (schema.STEADY_EPOCH_S, schema.TRIAL_WALL_S) if k in trial.metrics}
         metrics = {**first, **trial.metrics}
-        self._log(run_id, params={**params, **trial.config, schema.PARAM_REPEAT: trial.repeat}, metrics=metrics)
+        self.log_values(run_id, params={**params, **trial.config, schema.PARAM_REPEAT: trial.repeat}, metrics=metrics)
         if trial.epoch_times:
             from mlflow.entities import Metric
 
@@ -326,12 +326,12 @@ class MlflowRecorder:
             return
         if summary is not None:
             # Each session's totals at its own step: a resumed search keeps every session's makespan.
-            self._log(self.parent_run_id, metrics=summary.metrics(), step=summary.session - 1)
+            self.log_values(self.parent_run_id, metrics=summary.metrics(), step=summary.session - 1)
         if error:
             self.client.set_tag(self.parent_run_id, schema.ERROR, _text(error))
         self.client.set_terminated(self.parent_run_id, status=status.value)
 
-    def _log(
+    def log_values(
         self,
         run_id: str,
         params: Mapping[str, Any] | None = None,

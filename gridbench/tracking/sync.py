@@ -107,7 +107,7 @@ def ensure_parent(
         return True
     # A start cut short may have left the run without its params or documents; writing them again is harmless.
     store.parent_run_id = found
-    store._log(found, params=start["params"])
+    store.log_values(found, params=start["params"])
     for name, document in start["documents"].items():
         store.client.log_dict(found, document, name)
     return False
@@ -148,7 +148,7 @@ def ensure_finish(
         if run.info.status == status.value and (summary is None or schema.MAKESPAN_S in run.data.metrics):
             return False
     if store_metrics:  # before the status: a terminated parent has all its figures
-        store._log(store.parent_run_id, metrics=store_metrics)
+        store.log_values(store.parent_run_id, metrics=store_metrics)
     store.finish(summary, status, error)
     return True
 

@@ -157,7 +157,7 @@ MAX_BATCH_SIZE = 2**20
 MAX_LEARNING_RATE = 10.0
 
 
-def _keras_common(epochs: int = 5, batch_size: int = 128, learning_rate: float = 0.001, optimizer: str = "rmsprop"):
+def keras_hyperparameters(epochs: int = 5, batch_size: int = 128, learning_rate: float = 0.001, optimizer: str = "rmsprop"):
     """Hyperparameters every Keras workload has, with the family's defaults."""
     return (
         # Two epochs at least: the first is warm-up (tracing, compilation), the rest are timed.
@@ -188,7 +188,7 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 TRAIN_SIZE = Hyperparameter("train_size", int, 0, ">= 0 (0: the whole training set)", lambda v: v >= 0)
 
 
-def _dropout(default: float) -> Hyperparameter:
+def dropout_hyperparameter(default: float) -> Hyperparameter:
     return Hyperparameter("dropout", float, default, "in [0, 1)", lambda v: 0 <= v < 1)
 
 
@@ -201,10 +201,10 @@ MLP = Workload(
     name="mlp",
     datasets=("digits", "mnist"),
     hyperparameters=(
-        *_keras_common(),
+        *keras_hyperparameters(),
         Hyperparameter("hidden_units", int, 512, "> 0", _positive),
         Hyperparameter("hidden_layers", int, 2, "> 0", _positive),
-        _dropout(0.2),
+        dropout_hyperparameter(0.2),
     ),
     train="gridbench.workloads.keras_mlp",
     description="Dense+ReLU layers with dropout (Keras' mnist_mlp example)",
@@ -215,7 +215,7 @@ def _family(name: str, datasets: tuple[str, ...], description: str, common: dict
     return Workload(
         name=name,
         datasets=datasets,
-        hyperparameters=(*_keras_common(**common), TRAIN_SIZE, *specific),
+        hyperparameters=(*keras_hyperparameters(**common), TRAIN_SIZE, *specific),
         train=f"gridbench.workloads.keras_model:{name.upper()}",
         flat_inputs=False,
         description=description,
@@ -233,7 +233,7 @@ FAMILIES = (
         {"optimizer": "adam"},
         Hyperparameter("filters", int, 32, "> 0 (the second convolution has twice as many)", _positive),
         Hyperparameter("dense_units", int, 128, "> 0", _positive),
-        _dropout(0.25),
+        dropout_hyperparameter(0.25),
     ),
     _family(
         "vgg",
@@ -242,7 +242,7 @@ FAMILIES = (
         {"learning_rate": 0.0001, "batch_size": 32},
         Hyperparameter("filters", int, 32, "> 0 (the second block has twice as many)", _positive),
         Hyperparameter("dense_units", int, 512, "> 0", _positive),
-        _dropout(0.25),
+        dropout_hyperparameter(0.25),
     ),
     _family(
         "resnet",
@@ -257,7 +257,7 @@ FAMILIES = (
         ("cifar10",),
         "two convolutions, 39,558 parameters (the seeds' small CIFAR-10 CNN)",
         {"optimizer": "adam", "batch_size": 64},
-        _dropout(0.0),
+        dropout_hyperparameter(0.0),
     ),
     _family(
         "bilstm",
@@ -268,7 +268,7 @@ FAMILIES = (
         Hyperparameter("maxlen", int, 100, "> 0 (words kept per review)", _positive),
         Hyperparameter("embedding_dim", int, 128, "> 0", _positive),
         Hyperparameter("units", int, 64, "> 0 (per direction)", _positive),
-        _dropout(0.5),
+        dropout_hyperparameter(0.5),
     ),
     _family(
         "fasttext",

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from gridbench.errors import UserError
-from gridbench.workloads import TRAIN_SIZE, Hyperparameter, Value, Workload, _dropout, _keras_common
+from gridbench.workloads import (
+    TRAIN_SIZE,
+    Hyperparameter,
+    Value,
+    Workload,
+    dropout_hyperparameter,
+    keras_hyperparameters,
+)
 
 _KINDS = {"int": int, "float": float, "str": str}
 _DECLARATION_KEYS = ("type", "default", "min", "max", "choices", "description")
@@ -32,7 +39,7 @@ def owned_names() -> frozenset[str]:
     """
     from gridbench.tracking import schema  # light: names only
 
-    common = {hp.name for hp in (*_keras_common(), TRAIN_SIZE, _dropout(0.0))}
+    common = {hp.name for hp in (*keras_hyperparameters(), TRAIN_SIZE, dropout_hyperparameter(0.0))}
     recorded = {schema.PARAM_SEED, schema.PARAM_REPEATS, schema.PARAM_REPEAT, schema.DATASET, schema.MODEL}
     return frozenset(common | recorded)
 
@@ -75,7 +82,7 @@ class UserModel:
         return Workload(
             name=self.reference,
             datasets=(),  # any dataset: a built-in one, or the user's own
-            hyperparameters=(*_keras_common(), TRAIN_SIZE, *self.hyperparameters),
+            hyperparameters=(*keras_hyperparameters(), TRAIN_SIZE, *self.hyperparameters),
             train="gridbench.workloads.keras_user:UserEntry",
             flat_inputs=False,
             description=f"your model {self.reference}",
