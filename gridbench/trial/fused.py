@@ -65,27 +65,7 @@ def train_fused(
     group_wall = time.perf_counter() - start
     size = len(members)
     shares = [seconds / size for seconds in clock.epochs]
-    group = epoch_summary(clock.epochs)
-    timings = {
-        schema.IMPORT_S: import_s,  # the worker's, not the group's: 0 once reused
-        schema.SETUP_S: clock.phases["setup"] / size,
-        schema.COMPILE_S: clock.phases["compile"] / size,
-        schema.PROGRAMS_AHEAD: float(ahead),
-        schema.FIT_S: clock.phases["fit"] / size,
-        schema.FIT_OUTSIDE_EPOCHS_S: (clock.phases["fit"] - sum(clock.epochs)) / size,
-        schema.EVAL_S: clock.phases["eval"] / size,
-        **epoch_summary(shares),
-        schema.TRAIN_EPOCHS_S: sum(shares),  # the group's epochs, counted once over its members
-        # Each member's samples in its share of the time: the group's throughput.
-        schema.SAMPLES_PER_S: session.train_samples * size / group[schema.STEADY_EPOCH_S],
-        schema.FUSED_WITH: float(size),
-        schema.GROUP_WARMUP_EPOCH_S: group[schema.WARMUP_EPOCH_S],
-        schema.GROUP_STEADY_EPOCH_S: group[schema.STEADY_EPOCH_S],
-        schema.GROUP_FIT_S: clock.phases["fit"],
-        schema.GROUP_WALL_S: group_wall,
-        schema.TRIAL_WALL_S: group_wall / size,
-        **gpu_metrics,
-    }
+    timings = _member_timings(clock, size, group_wall, import_s, ahead, session.train_samples, gpu_metrics)
     tags = {
         **outcome.tags,
         "threads.omp": os.environ["OMP_NUM_THREADS"],
@@ -107,6 +87,34 @@ def train_fused(
         )
         for index, ((_, member_repeat), fit, evaluation) in enumerate(zip(members, fits, evaluations))
     ]
+
+
+def _member_timings(
+    clock: PhaseClock, size: int, group_wall: float, import_s: float, ahead: int, train_samples: int, gpu_metrics
+) -> dict[str, float]:
+    """Each member's timings: its equal share of the group's, and the group's own beside them."""
+    shares = [seconds / size for seconds in clock.epochs]
+    group = epoch_summary(clock.epochs)
+    return {
+        schema.IMPORT_S: import_s,  # the worker's, not the group's: 0 once reused
+        schema.SETUP_S: clock.phases["setup"] / size,
+        schema.COMPILE_S: clock.phases["compile"] / size,
+        schema.PROGRAMS_AHEAD: float(ahead),
+        schema.FIT_S: clock.phases["fit"] / size,
+        schema.FIT_OUTSIDE_EPOCHS_S: (clock.phases["fit"] - sum(clock.epochs)) / size,
+        schema.EVAL_S: clock.phases["eval"] / size,
+        **epoch_summary(shares),
+        schema.TRAIN_EPOCHS_S: sum(shares),  # the group's epochs, counted once over its members
+        # Each member's samples in its share of the time: the group's throughput.
+        schema.SAMPLES_PER_S: train_samples * size / group[schema.STEADY_EPOCH_S],
+        schema.FUSED_WITH: float(size),
+        schema.GROUP_WARMUP_EPOCH_S: group[schema.WARMUP_EPOCH_S],
+        schema.GROUP_STEADY_EPOCH_S: group[schema.STEADY_EPOCH_S],
+        schema.GROUP_FIT_S: clock.phases["fit"],
+        schema.GROUP_WALL_S: group_wall,
+        schema.TRIAL_WALL_S: group_wall / size,
+        **gpu_metrics,
+    }
 
 
 def _other_groups(entry, context: TrialContext, hyperparameters, data) -> Iterator:
