@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Iterator
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -108,25 +109,8 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
             search_start = time.time()
             search = GridSearchCV(estimator, param_grid, cv=split, refit=False, n_jobs=n_jobs, scoring="accuracy")
             search.fit(x, y)
-            results = search.cv_results_
-            for i, params in enumerate(results["params"]):
-                alpha = params["alpha"] if "alpha" in params else 1 / params["C"]
-                config = {"alpha": _match(alpha, spec, "alpha"), "gamma": params["gamma"], "train_size": size}
-                config = {k: v for k, v in config.items() if k in spec.grid}
-                fit_s, score_s = float(results["mean_fit_time"][i]), float(results["mean_score_time"][i])
-                record = TrialRecord(
-                    trial_id=f"{name}-{size}-{i}",
-                    config=config,
-                    repeat=0,
-                    status=TrialStatus.FINISHED,
-                    metrics={schema.FIT_S: fit_s, schema.EVAL_S: score_s, schema.TRIAL_WALL_S: fit_s + score_s,
-                             schema.TEST_ACCURACY: float(results["mean_test_score"][i])},
-                    tags={schema.DEVICE_REQUESTED: "cpu", schema.DEVICE_ACTUAL: "cpu:0", "estimator": name,
-                          **({"C": f"{params['C']:g}"} if "C" in params else {})},
-                    started_at=search_start,
-                    ended_at=time.time(),
-                )  # fmt: skip
-                trial_params = {**spec.params, schema.DATASET: spec.dataset, schema.MODEL: spec.model}
+            trial_params = {**spec.params, schema.DATASET: spec.dataset, schema.MODEL: spec.model}
+            for record in _records(spec, name, size, search.cv_results_, search_start):
                 recorder.record_trial(record, trial_params, {})
                 trials.append(record)
         makespan = time.perf_counter() - started
@@ -148,6 +132,27 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
         raise
     finally:
         recorder.finish(summary, status, error)
+
+
+def _records(spec: ExperimentSpec, name: str, size, results, search_start: float) -> Iterator[TrialRecord]:
+    """GridSearchCV's results for one training size, a trial record per configuration (each made as it is recorded)."""
+    for i, params in enumerate(results["params"]):
+        alpha = params["alpha"] if "alpha" in params else 1 / params["C"]
+        config = {"alpha": _match(alpha, spec, "alpha"), "gamma": params["gamma"], "train_size": size}
+        config = {k: v for k, v in config.items() if k in spec.grid}
+        fit_s, score_s = float(results["mean_fit_time"][i]), float(results["mean_score_time"][i])
+        yield TrialRecord(
+            trial_id=f"{name}-{size}-{i}",
+            config=config,
+            repeat=0,
+            status=TrialStatus.FINISHED,
+            metrics={schema.FIT_S: fit_s, schema.EVAL_S: score_s, schema.TRIAL_WALL_S: fit_s + score_s,
+                     schema.TEST_ACCURACY: float(results["mean_test_score"][i])},
+            tags={schema.DEVICE_REQUESTED: "cpu", schema.DEVICE_ACTUAL: "cpu:0", "estimator": name,
+                  **({"C": f"{params['C']:g}"} if "C" in params else {})},
+            started_at=search_start,
+            ended_at=time.time(),
+        )  # fmt: skip
 
 
 def _match(alpha: float, spec: ExperimentSpec, axis: str) -> float:
