@@ -317,28 +317,7 @@ def compare(
     if base.tags[schema.DATA_SYNTHETIC] == "true":
         target = None  # random labels: no accuracy to wait for
 
-    figures = []
-    base_cost = None
-    for search in searches:
-        makespan = search.metrics.get(schema.MAKESPAN_S)
-        price = _search_price(search, prices)
-        cost = makespan / 3600 * price if makespan is not None and price is not None else None
-        if search is base:
-            base_cost = cost
-        base_makespan = base.metrics.get(schema.MAKESPAN_S)
-        figures.append(
-            SearchFigures(
-                makespan_s=makespan,
-                time_to_target_s=time_to_target(search, metric, target, mode),
-                price_per_hour=price,
-                cost=cost,
-                relative_time=makespan / base_makespan if makespan and base_makespan else None,
-                relative_cost=cost / base_cost if cost is not None and base_cost else None,
-                failed=tuple(sorted(f"{t.key} #{t.repeat}" for t in search.trials if not t.finished)),
-                training_share=_measured(search.metrics.get(schema.TRAINING_SHARE)),
-                account=account.Account.from_metrics(search.metrics),
-            )
-        )
+    figures = _search_figures(searches, prices, metric, target, mode)
 
     pairings = []
     measured = timings(base)
@@ -347,27 +326,8 @@ def compare(
     for other in searches[1:]:
         other_trials = _finished_by_config(other, measured)
         other_trial_price = _trial_price(other, prices)
-        rows = []
-        for key in sorted(set(base_trials) & set(other_trials)):
-            a, b = base_trials[key], other_trials[key]
-            speedup = {m: ratio_with_interval([t.metrics[m] for t in a], [t.metrics[m] for t in b]) for m in measured}
-            means_a = {m: geometric_mean([t.metrics[m] for t in a]) for m in measured}
-            means_b = {m: geometric_mean([t.metrics[m] for t in b]) for m in measured}
-            cost_ratio = None
-            if base_trial_price and other_trial_price:
-                cost_ratio = (means_a[WALL] * base_trial_price) / (means_b[WALL] * other_trial_price)
-            ids = (tuple(t.run_id for t in a if t.run_id), tuple(t.run_id for t in b if t.run_id))
-            rows.append(ConfigRow(key, a[0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio, ids))
-        base_is_cpu, other_is_cpu = base.tags.get(schema.DEVICE) == "cpu", other.tags.get(schema.DEVICE) == "cpu"
-        cpu_faster, cpu_cheaper = [], []
-        if base_is_cpu != other_is_cpu:
-            for row in rows:
-                # A speedup below 1 means the baseline was faster; flip when the CPU is the other side.
-                wall = row.speedup[WALL].value
-                if (wall < 1) == base_is_cpu:
-                    cpu_faster.append(row.key)
-                if row.cost_ratio is not None and (row.cost_ratio < 1) == base_is_cpu:
-                    cpu_cheaper.append(row.key)
+        rows = _config_rows(base_trials, other_trials, measured, base_trial_price, other_trial_price)
+        cpu_faster, cpu_cheaper = _cpu_side(base, other, rows)
         base_makespan, other_makespan = base.metrics.get(schema.MAKESPAN_S), other.metrics.get(schema.MAKESPAN_S)
         pairings.append(
             Pairing(
@@ -401,3 +361,64 @@ def compare(
         prices=prices.describe([s.tags for s in searches]),
         strategy_differences=tuple(strategy_differences(searches)),
     )
+
+
+def _search_figures(
+    searches: Sequence[SearchRun], prices: PriceTable, metric: str, target: float | None, mode: str
+) -> list[SearchFigures]:
+    """Each search's own figures: makespan, time to the target, price and cost, relative to the first."""
+    base = searches[0]
+    figures = []
+    base_cost = None
+    for search in searches:
+        makespan = search.metrics.get(schema.MAKESPAN_S)
+        price = _search_price(search, prices)
+        cost = makespan / 3600 * price if makespan is not None and price is not None else None
+        if search is base:
+            base_cost = cost
+        base_makespan = base.metrics.get(schema.MAKESPAN_S)
+        figures.append(
+            SearchFigures(
+                makespan_s=makespan,
+                time_to_target_s=time_to_target(search, metric, target, mode),
+                price_per_hour=price,
+                cost=cost,
+                relative_time=makespan / base_makespan if makespan and base_makespan else None,
+                relative_cost=cost / base_cost if cost is not None and base_cost else None,
+                failed=tuple(sorted(f"{t.key} #{t.repeat}" for t in search.trials if not t.finished)),
+                training_share=_measured(search.metrics.get(schema.TRAINING_SHARE)),
+                account=account.Account.from_metrics(search.metrics),
+            )
+        )
+    return figures
+
+
+def _config_rows(base_trials, other_trials, measured, base_trial_price, other_trial_price) -> list[ConfigRow]:
+    """One row per configuration both searches finished: means, speedups with their intervals, cost ratio."""
+    rows = []
+    for key in sorted(set(base_trials) & set(other_trials)):
+        a, b = base_trials[key], other_trials[key]
+        speedup = {m: ratio_with_interval([t.metrics[m] for t in a], [t.metrics[m] for t in b]) for m in measured}
+        means_a = {m: geometric_mean([t.metrics[m] for t in a]) for m in measured}
+        means_b = {m: geometric_mean([t.metrics[m] for t in b]) for m in measured}
+        cost_ratio = None
+        if base_trial_price and other_trial_price:
+            cost_ratio = (means_a[WALL] * base_trial_price) / (means_b[WALL] * other_trial_price)
+        ids = (tuple(t.run_id for t in a if t.run_id), tuple(t.run_id for t in b if t.run_id))
+        rows.append(ConfigRow(key, a[0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio, ids))
+    return rows
+
+
+def _cpu_side(base: SearchRun, other: SearchRun, rows: Sequence[ConfigRow]) -> tuple[list[str], list[str]]:
+    """Where one side is a CPU: the configurations the CPU ran faster, and those it ran cheaper."""
+    base_is_cpu, other_is_cpu = base.tags.get(schema.DEVICE) == "cpu", other.tags.get(schema.DEVICE) == "cpu"
+    cpu_faster, cpu_cheaper = [], []
+    if base_is_cpu != other_is_cpu:
+        for row in rows:
+            # A speedup below 1 means the baseline was faster; flip when the CPU is the other side.
+            wall = row.speedup[WALL].value
+            if (wall < 1) == base_is_cpu:
+                cpu_faster.append(row.key)
+            if row.cost_ratio is not None and (row.cost_ratio < 1) == base_is_cpu:
+                cpu_cheaper.append(row.key)
+    return cpu_faster, cpu_cheaper
