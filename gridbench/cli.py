@@ -30,6 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    _add_search_command(commands)
+    _add_scale_command(commands)
+    _add_compare_command(commands)
+    _add_baseline_command(commands)
+    _add_store_commands(commands)
+    return parser
+
+
+def _add_search_command(commands) -> None:
+    """`gridbench search`: its flags, shared with scale and compare where they mean the same."""
     search = commands.add_parser("search", help="run an experiment's grid as Ray Tune trials, recorded in MLflow")
     search.add_argument("experiment", help="a name from experiments/ (see `gridbench list`) or a path to a .toml file")
     search.add_argument(
@@ -88,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_options(search)
     search.set_defaults(handler=_search)
 
+
+def _add_scale_command(commands) -> None:
+    """`gridbench scale`: one grid at several GPU or core counts."""
     scale = commands.add_parser(
         "scale", help="the same grid at several GPU or core counts: throughput, speedup, parallel efficiency"
     )
@@ -127,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_execution_option(scale)
     scale.set_defaults(handler=_scale)
 
+
+def _add_compare_command(commands) -> None:
+    """`gridbench compare`: two or more searches read back from the store."""
     compare = commands.add_parser(
         "compare", help="CPU-versus-GPU speedups and cost for two or more searches of one experiment, from MLflow"
     )
@@ -142,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_options(compare)
     compare.set_defaults(handler=_compare)
 
+
+def _add_baseline_command(commands) -> None:
+    """`gridbench baseline`: a kernel grid through scikit-learn's GridSearchCV."""
     baseline = commands.add_parser(
         "baseline", help="the same kernel grid through scikit-learn's GridSearchCV on the CPU, recorded as a search"
     )
@@ -164,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     baseline.set_defaults(handler=_baseline, repeats=None)
 
+
+def _add_store_commands(commands) -> None:
+    """The commands over the store: ui, sync, report; and list, over experiments/."""
     ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 for the store, lean (3 processes)")
     ui.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
@@ -191,7 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="list the experiments in experiments/")
     listing.set_defaults(handler=_list)
-    return parser
 
 
 def _add_max_trials(parser: argparse.ArgumentParser) -> None:
