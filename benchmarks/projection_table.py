@@ -34,7 +34,9 @@ def main(out: Path) -> None:
             predicted = row["searches"][index]["makespan_s"]
             error = predicted["value"] / search["makespan_s"] - 1
             interval = f"{predicted['value']:.1f} [{predicted['low']:.1f}-{predicted['high']:.1f}]"
-            print(f"| {label} | {search['device']} makespan s | {interval} | {search['makespan_s']:.1f} | {error:+.1%} |")
+            print(
+                f"| {label} | {search['device']} makespan s | {interval} | {search['makespan_s']:.1f} | {error:+.1%} |"
+            )
         speedup, pairing = row["speedup"], measured["pairings"][0]
         error = speedup["value"] / pairing["speedup_as_run"] - 1
         interval = f"{speedup['value']:.2f}x [{speedup['low']:.2f}-{speedup['high']:.2f}]"

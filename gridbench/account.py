@@ -79,7 +79,9 @@ def trial_parts(metrics: Mapping[str, float], train_metric: str = schema.STEADY_
     return {"warmup_s": 0.0, "training_s": 0.0, "epochs": 0}
 
 
-def timings_of(members: Iterable[tuple[str, float, float, Mapping[str, float]]], train_metric: str) -> list[TrialTiming]:
+def timings_of(
+    members: Iterable[tuple[str, float, float, Mapping[str, float]]], train_metric: str
+) -> list[TrialTiming]:
     """TrialTimings from (worker, started_at, ended_at, metrics) records, one per Ray trial.
 
     Records that share a worker and a start are the members of one fused or grouped trial:

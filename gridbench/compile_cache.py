@@ -84,7 +84,9 @@ def state(path: str | None) -> str:
     """What a cache directory holds as a search starts: 'empty', or 'N entries, X MB'."""
     if path is None:
         return "off"
-    files = [p for p in Path(path).glob("*") if p.is_file() and not p.name.startswith(".")] if os.path.isdir(path) else []
+    files = (
+        [p for p in Path(path).glob("*") if p.is_file() and not p.name.startswith(".")] if os.path.isdir(path) else []
+    )
     entries = [p for p in files if p.name.endswith("-cache")] or files  # JAX keeps an -atime file beside each entry
     if not entries:
         return "empty"

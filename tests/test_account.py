@@ -189,7 +189,9 @@ def test_json_holds_the_account_both_speedups_and_the_projection():
     assert pairing["speedup_steady"] == pytest.approx(steady)
     first = document["projection"][0]
     assert {"epochs", "configs", "repeats", "speedup", "cost_ratio"} <= set(first)
-    assert [s["makespan_s"]["value"] for s in first["searches"]] == pytest.approx([s["makespan_s"] for s in (base, other)])
+    assert [s["makespan_s"]["value"] for s in first["searches"]] == pytest.approx(
+        [s["makespan_s"] for s in (base, other)]
+    )
 
 
 def test_the_table_shows_the_account_and_the_projection_and_says_it_is_one():

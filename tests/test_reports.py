@@ -190,7 +190,9 @@ def test_scale_record_logs_the_summary_run_with_its_files(tmp_path, monkeypatch)
         0.5,
         pytest.approx(40 / 88),
     ]
-    assert (out / "scale.csv").read_text().splitlines()[1].split(",")[8] == "0.5"  # training_share, after the steady efficiency
+    assert (out / "scale.csv").read_text().splitlines()[1].split(",")[
+        8
+    ] == "0.5"  # training_share, after the steady efficiency
 
 
 def test_a_scale_count_without_slot_time_shows_no_training_share():

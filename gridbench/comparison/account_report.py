@@ -28,7 +28,9 @@ def account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | 
     if not any(accounts):
         return None
     headers = ["where the time went (s)", *[short_label(i) for i in range(len(accounts))]]
-    rows = [[label, *[_s(a.parts()[part]) if a else "-" for a in accounts]] for part, label in account.PART_LABELS.items()]
+    rows = [
+        [label, *[_s(a.parts()[part]) if a else "-" for a in accounts]] for part, label in account.PART_LABELS.items()
+    ]
     rows.append(["whole command", *[_s(a.whole_command_s) if a else "-" for a in accounts]])
     rows.append(["  of which paid once per search", *[_s(a.one_off_s) if a else "-" for a in accounts]])
     rows.append(["  the trials at their steady cost", *[_s(a.steady_s) if a else "-" for a in accounts]])

@@ -95,6 +95,7 @@ class Pairing:
     def speedup_as_run(self) -> float | None:
         """The makespans' ratio, one-off parts and all: what this search's size showed."""
         return self.makespan_speedup
+
     # Where the baseline won, whatever the devices: a shorter trial wall time, a lower cost per trial.
     baseline_faster: tuple[str, ...] = ()
     baseline_cheaper: tuple[str, ...] = ()

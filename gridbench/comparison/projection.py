@@ -40,7 +40,9 @@ def parse_sizes(text: str | None, max_trials: int = 10_000) -> dict[str, int]:
     for item in text.split(","):
         key, sep, value = item.strip().partition("=")
         if key not in KEYS:
-            raise UserError(f"--project {item.strip()!r}: unknown size; use {', '.join(KEYS)} (e.g. epochs=50,configs=200)")
+            raise UserError(
+                f"--project {item.strip()!r}: unknown size; use {', '.join(KEYS)} (e.g. epochs=50,configs=200)"
+            )
         try:
             number = int(value)
         except ValueError:
@@ -268,7 +270,9 @@ def break_even(base: Model, other: Model) -> list[str]:
     """Where, along epochs and along configurations, the other search is cheaper, and 10x faster."""
     lines = []
     for axis in ("epochs", "configs"):
-        if (axis == "epochs" and not (base.epochs and other.epochs)) or (axis == "configs" and (base.fused or other.fused)):
+        if (axis == "epochs" and not (base.epochs and other.epochs)) or (
+            axis == "configs" and (base.fused or other.fused)
+        ):
             continue
         b, o = _linear(base, axis), _linear(other, axis)
         goals = [(f"{SPEEDUP_GOAL:g}x faster", SPEEDUP_GOAL, "speedup")]

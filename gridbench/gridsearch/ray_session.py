@@ -63,6 +63,7 @@ def _start_ray(
         **quiet,
     )
 
+
 class RaySession:
     """This search's Ray and what it leaves behind: started once, stopped on every path.
 
@@ -186,10 +187,12 @@ class RaySession:
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
         self._store = None  # opened and never taken (the command failed after planning): it wrote no run
 
+
 def _import_for_later() -> None:
     # Imported for their side effect, beside Ray's start: the store then opens, and Tune starts, without waiting.
     import mlflow  # noqa: F401
     from ray import tune  # noqa: F401
+
 
 def _quiet_ray() -> None:
     # Tune's own CSV/JSON/TensorBoard loggers and console output are replaced by
@@ -205,6 +208,7 @@ def _quiet_ray() -> None:
     logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)  # "Trials did not complete": recorded as FAILED
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+
 def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
     """Shuts Ray down, then ends by PID whatever it started and left running (agents once outlived it)."""
     processes.note()
@@ -213,6 +217,7 @@ def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
 
         ray.shutdown()
     processes.end()
+
 
 def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Recorder, float, dict[str, float]]:
     """Starts Ray (unless planning did) while the store opens; checks the cluster before anything is written.
@@ -243,6 +248,7 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
         except BaseException:
             ray.shutdown()
             raise
+
 
 def precompile_report(session: RaySession) -> PrecompileReport | None:
     return session.precompiler.report() if session.precompiler is not None else None

@@ -33,6 +33,7 @@ def open_store(open_recorder, plan: SearchPlan) -> tuple[Recorder, list[str]]:
     except Exception:  # noqa: BLE001 - a courtesy to earlier searches; never a reason to stop this one
         return recorder, []
 
+
 def search_tags(
     plan: SearchPlan,
     env: Mapping[str, str],
@@ -66,6 +67,7 @@ def search_tags(
         schema.COMPILE_AHEAD: options.compile_ahead,
     }
 
+
 def spec_tags(spec: ExperimentSpec, data_path: str, synthetic: bool) -> dict[str, str]:
     """What a search of `spec` says about the experiment (also a baseline's, for compare to pair them)."""
     return {
@@ -82,6 +84,7 @@ def spec_tags(spec: ExperimentSpec, data_path: str, synthetic: bool) -> dict[str
         schema.METRIC_TARGET: "" if spec.target is None else f"{spec.target:g}",
     }
 
+
 def search_params(spec: ExperimentSpec) -> dict[str, Any]:
     return {
         **spec.params,
@@ -89,6 +92,7 @@ def search_params(spec: ExperimentSpec) -> dict[str, Any]:
         schema.PARAM_REPEATS: spec.repeats,
         schema.PARAM_SEED: spec.seed,
     }
+
 
 def placement_params(plan: SearchPlan) -> dict[str, Any]:
     """Where the trials run, as params as well as the tags: MLflow's compare view sets params side by side."""
@@ -99,15 +103,18 @@ def placement_params(plan: SearchPlan) -> dict[str, Any]:
         schema.PARAM_GPUS_PER_TRIAL: f"{plan.gpus_per_trial:g}",
     }
 
+
 def search_run_name(plan: SearchPlan, resources: Mapping[str, float]) -> str:
     share = f"{plan.gpus_per_trial:g} GPU/trial" if _gpus_used(plan, resources) else f"{plan.cpus_per_trial} CPU/trial"
     synthetic = " synthetic" if plan.data.synthetic else ""
     fused = f" fused ({len(plan.fused_groups)} groups)" if plan.fused_groups else ""
     return f"{plan.spec.name} {plan.options.device} {plan.backend} {share}{fused}{synthetic}"
 
+
 def _gpus_used(plan: SearchPlan, resources: Mapping[str, float]) -> int:
     # On a cluster, what it offers; here, what the plan gave Ray.
     return int(resources.get("GPU", 0)) if plan.options.device == "gpu" else 0
+
 
 def recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, str], observer, resume=None):
     from gridbench.gridsearch.tune_callback import RecordingCallback

@@ -190,6 +190,7 @@ def _as_stop(err: BaseException, session: RaySession, recorder) -> lifecycle.Sea
         return lifecycle.SearchOutOfSpace(fault or space.fault_of(err))
     return None
 
+
 def _stop_hint(plan: SearchPlan, recorder, callback, resume, stop: lifecycle.SearchStopped) -> str:
     """What was kept and how to go on, for the stop's one line."""
     if recorder is None or recorder.parent_run_id is None:
@@ -209,6 +210,7 @@ def _stop_hint(plan: SearchPlan, recorder, callback, resume, stop: lifecycle.Sea
         hint += f"; free some space, write what the store lacks with `{recorder.sync_command()}`, then continue"
         return f"{hint} with {resume_command}"
     return f"{hint}; free some space, then continue it with {resume_command}"
+
 
 def _process_start_time() -> float:
     """When this process started (Unix time), to the clock tick.

@@ -64,6 +64,7 @@ def summarise(
         **_precompile_fields(precompiled or PrecompileReport()),
     )
 
+
 def with_account(
     plan: SearchPlan,
     summary: SearchSummary,
@@ -81,6 +82,7 @@ def with_account(
         timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s, summary.compile_warmup_s
     )
     return dataclasses.replace(summary, account=parts.account.parts())
+
 
 def _precompile_fields(report: PrecompileReport) -> dict[str, float]:
     return {

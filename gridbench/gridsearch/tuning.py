@@ -1,6 +1,6 @@
 """Driving Ray Tune: the grid as Tune's parameter space, in an order that compiles each program once, and its trainable.
 
-    SearchPlan -> TrialContext (what every trial shares) -> tune.Tuner -> one _trainable call per trial
+SearchPlan -> TrialContext (what every trial shares) -> tune.Tuner -> one _trainable call per trial
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None
     outcome.tags[schema.RAY_NODE_ID] = ray.get_runtime_context().get_node_id()
     tune.report({"gridbench": outcome.to_dict()})
 
+
 def trial_context(plan: SearchPlan, storage: str, precompiled: bool = False) -> TrialContext:
     """What every trial of the search shares; `storage` is the search's Tune directory (its compile cache is inside)."""
     spec, options = plan.spec, plan.options
@@ -49,6 +50,7 @@ def trial_context(plan: SearchPlan, storage: str, precompiled: bool = False) -> 
         fused_groups=plan.fused_groups,
         precompiled=precompiled,
     )
+
 
 def fit(
     plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, context: TrialContext, storage: str, resume=None
@@ -93,6 +95,7 @@ def fit(
     tuner.fit()
     return time.perf_counter() - start
 
+
 def grid_order(spec: ExperimentSpec) -> list[tuple[str, tuple]]:
     """The grid's axes in the order Tune enumerates them: the first varies fastest.
 
@@ -101,6 +104,7 @@ def grid_order(spec: ExperimentSpec) -> list[tuple[str, tuple]]:
     later ones find theirs compiled.
     """
     return sorted(spec.grid.items(), key=lambda item: (item[0] in RUNTIME_HYPERPARAMETERS, item[0]))
+
 
 def program_representatives(spec: ExperimentSpec) -> tuple[dict[str, Any], ...]:
     """One grid point per distinct program of the search, in Tune's order (workers compile them ahead)."""

@@ -52,6 +52,7 @@ class TrialContext:
         """The share of its GPU's memory a trial may take (0 on CPU); frameworks without a variable for it cap it."""
         return memory_fraction(self.gpus_per_trial) if self.gpus_per_trial else 0.0
 
+
 class WorkloadEntry(Protocol):
     """What a workload's `train` names (a module, or a class of static methods).
 
@@ -61,6 +62,7 @@ class WorkloadEntry(Protocol):
 
     def prepare(self, context: TrialContext) -> None: ...
     def open_session(self, hyperparameters: Mapping[str, Any], data: Dataset, seed: int) -> WorkloadSession: ...
+
 
 class WorkloadSession(Protocol):
     """One trial's model; see gridbench.workloads.keras_mlp for one."""
@@ -74,8 +76,10 @@ class WorkloadSession(Protocol):
     def sync(self) -> None: ...
     def facts(self) -> dict[str, str]: ...  # framework, backend and thread counts, as tags
 
+
 class DeviceMismatch(RuntimeError):
     """The framework placed the model somewhere other than the requested device."""
+
 
 def configure_process(context: TrialContext) -> None:
     """Sets, before any framework import, what frameworks read at start-up.

@@ -67,6 +67,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
     outcome.metrics[schema.TRIAL_WALL_S] = time.perf_counter() - start
     return outcome
 
+
 def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
     """One configuration: setup, fit (epochs on a synchronised clock), evaluation."""
     from threadpoolctl import threadpool_limits
@@ -111,6 +112,7 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
     outcome.epoch_times = list(clock.epochs)
     outcome.tags.update({"threads.omp": os.environ["OMP_NUM_THREADS"], "threads.blas": blas_threads()})
     outcome.tags.update(session.facts())
+
 
 def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
     """Trains every value of the workload's inner axis in one trial, sharing what they share.

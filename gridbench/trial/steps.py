@@ -25,16 +25,20 @@ def blas_threads() -> str:
 
     return ",".join(str(pool["num_threads"]) for pool in threadpool_info() if pool.get("user_api") == "blas") or "none"
 
+
 def _matches(requested: str, actual: str) -> bool:
     return actual.split(":")[0] == requested
+
 
 def load_data(context: TrialContext, hyperparameters) -> Dataset:
     workload = context.resolve_workload()
     return load_shared(context.data, context.seed, flat=workload.flat_inputs, options=hyperparameters)
 
+
 def without_accuracy(metrics: dict[str, float], data: DataSource) -> dict[str, float]:
     """Synthetic data has random labels: its accuracy is never reported, not even as a metric."""
     return {k: v for k, v in metrics.items() if "accuracy" not in k} if data.synthetic else metrics
+
 
 def check_device(outcome: TrialOutcome, context: TrialContext, session, what: str) -> None:
     """Records where the framework put the work; a mislabelled timing is worse than none."""
@@ -43,8 +47,10 @@ def check_device(outcome: TrialOutcome, context: TrialContext, session, what: st
     if not _matches(context.device, actual):
         raise DeviceMismatch(f"requested {context.device} but {what} on {actual}")
 
+
 def sampler(gpus: list[int]):
     return gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
+
 
 def compile_others_ahead(context: TrialContext, session, others: Callable[[], Iterable]) -> int:
     """Queues the search's other programs this worker lacks for compiling in the background; returns how many.
@@ -63,6 +69,7 @@ def compile_others_ahead(context: TrialContext, session, others: Callable[[], It
     jobs = {other.program_key: other.compile_detached for other in others()}
     jobs.pop(session.program_key, None)
     return PROGRAMS.compile_ahead(jobs)
+
 
 def other_programs(entry, context: TrialContext, data: Dataset, session) -> Iterator:
     """A session of each of the search's programs, for compiling ahead (compiled loops on one device only)."""

@@ -157,7 +157,9 @@ MAX_BATCH_SIZE = 2**20
 MAX_LEARNING_RATE = 10.0
 
 
-def keras_hyperparameters(epochs: int = 5, batch_size: int = 128, learning_rate: float = 0.001, optimizer: str = "rmsprop"):
+def keras_hyperparameters(
+    epochs: int = 5, batch_size: int = 128, learning_rate: float = 0.001, optimizer: str = "rmsprop"
+):
     """Hyperparameters every Keras workload has, with the family's defaults."""
     return (
         # Two epochs at least: the first is warm-up (tracing, compilation), the rest are timed.
