@@ -49,8 +49,9 @@ def test_a_cache_directory_that_cannot_be_written_leaves_the_search_compiling_in
 
 def search(tmp_path: Path, cache: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, compile_cache.CACHE_DIR_ENV: str(cache)}
-    command = [sys.executable, "-m", "gridbench", "search", "digits", "--backend", "jax", "--set", "train_loop=compiled",
-               "--set", "epochs=2", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", *extra]  # fmt: skip
+    command = [sys.executable, "-m", "gridbench", "search", "digits", "--backend", "jax",
+               "--set", "train_loop=compiled", "--set", "epochs=2",
+               "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", *extra]  # fmt: skip
     return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

@@ -1,4 +1,4 @@
-"""Compiling a search's programs ahead, in processes of their own, while Ray starts (gridbench.gridsearch.precompile)."""
+"""Compiling a search's programs ahead, in processes of their own, while Ray starts (gridsearch.precompile)."""
 
 from __future__ import annotations
 
