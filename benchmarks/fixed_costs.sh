@@ -30,12 +30,12 @@ for step in $steps; do
                --only mlp-gpu-trials --only mlp-gpu-fused; done ;;
     attached)  # a Ray kept running by a process of ours (stopped by its PID after), joined with --address
       python3 -c "import ray, time; ray.init(num_cpus=16, num_gpus=1, include_dashboard=False)
-print(ray.get_runtime_context().gcs_address, flush=True); time.sleep(900)" >"$out/ray-holder.txt" 2>&1 &
-      holder=$!; for _ in $(seq 60); do grep -q ":" "$out/ray-holder.txt" && break; sleep 1; done
-      address=$(grep -Eo "[0-9.]+:[0-9]+" "$out/ray-holder.txt" | tail -1)
+print('GCS', ray.get_runtime_context().gcs_address, flush=True); time.sleep(900)" >"$out/ray-holder.txt" 2>&1 &
+      holder=$!; for _ in $(seq 60); do grep -q "^GCS " "$out/ray-holder.txt" && break; sleep 1; done
+      address=$(awk '/^GCS /{print $2}' "$out/ray-holder.txt")  # Ray's log lines hold times like 01:20 too
       for i in 1 2; do timed "attached-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri" \
         --address "$address"; done
-      kill -INT "$holder"; wait "$holder" ;;
+      kill -TERM "$holder"; wait "$holder" ;;  # a background job ignores SIGINT in a non-interactive shell
   esac
 done
 echo "all done"
