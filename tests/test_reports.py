@@ -184,15 +184,16 @@ def test_scale_record_logs_the_summary_run_with_its_files(tmp_path, monkeypatch)
     # Training share in every output: 40 s of epochs over 80 s x 1 and 44 s x 2.
     assert "training share<b>0.45</b>" in (out / "report.html").read_text()  # at the largest count
     table = (out / "scale.md").read_text()
-    assert "| efficiency | steady efficiency | training share |" in table and "| 100% | - | 0.50 |" in table
-    assert "| 91% | - | 0.45 |" in table
+    assert "| efficiency | steady efficiency | Amdahl efficiency | training share |" in table
+    assert "| 100% | - | - | 0.50 |" in table
+    assert "| 91% | - | - | 0.45 |" in table
     assert [row["training_share"] for row in json.loads((out / "scale.json").read_text())["rows"]] == [
         0.5,
         pytest.approx(40 / 88),
     ]
     assert (out / "scale.csv").read_text().splitlines()[1].split(",")[
-        8
-    ] == "0.5"  # training_share, after the steady efficiency
+        9
+    ] == "0.5"  # training_share, after the steady and Amdahl efficiencies
 
 
 def test_a_scale_count_without_slot_time_shows_no_training_share():

@@ -199,3 +199,19 @@ def test_steady_efficiency_compares_the_counts_steady_cost_and_the_table_shows_e
     assert rows[1].efficiency == pytest.approx(80 / 52 / 2)
     assert rows[1].efficiency_steady == pytest.approx(60 / 32 / 2)
     assert math.isnan(scale_rows([(1, "a", summary(80.0, 1, 72.0), [])], "steady_epoch_s")[0].efficiency_steady)
+
+
+def test_amdahl_predicts_each_count_from_the_smallest_count_s_account_and_projects_unmeasured_counts():
+    from gridbench import account
+    from gridbench.scale.run import amdahl_efficiency, projected_counts
+
+    parts = dict.fromkeys(account.PARTS, 0.0) | {"startup_s": 10.0, "training_s": 60.0, "end_s": 2.0}
+    # Makespan 70 s, of which the trials' steady 60 s divide: parallel fraction 6/7.
+    assert amdahl_efficiency(parts, 70.0, 2) == pytest.approx(1 / ((1 / 7) + (6 / 7) / 2) / 2)
+    base = replace(summary(70.0, 1, 72.0), account=parts)
+    rows = scale_rows([(1, "a", base, []), (2, "b", replace(base, makespan_s=41.0), [])], "steady_epoch_s")
+    assert rows[1].efficiency_amdahl == pytest.approx(amdahl_efficiency(parts, 70.0, 2))
+    projected = {row["count"]: row for row in projected_counts(rows)}
+    assert sorted(projected) == [1, 2, 4, 8]
+    assert projected[2]["measured_makespan_s"] == 41.0 and projected[8]["measured_makespan_s"] is None
+    assert projected[8]["projected_makespan_s"] == pytest.approx(10.0 + 60.0 / 8)  # the serial 10 s, 60 s / 8

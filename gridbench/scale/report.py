@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gridbench import account
 from gridbench.page import REPORT_PAGE
-from gridbench.scale.run import ScaleResult
+from gridbench.scale.run import ScaleResult, projected_counts
 from gridbench.tracking import record_summary, schema
 
 # (header, ScaleRow field, format)
@@ -27,6 +27,7 @@ COLUMNS = (
     ("speedup", "speedup", "{:.2f}x"),
     ("efficiency", "efficiency", "{:.0%}"),
     ("steady efficiency", "efficiency_steady", "{:.0%}"),
+    ("Amdahl efficiency", "efficiency_amdahl", "{:.0%}"),
     ("training share", "training_share", "{:.2f}"),
     ("trial wall s (median)", "trial_wall_median_s", "{:.2f}"),
     ("{train} (median)", "train_median_s", "{:.4g}"),
@@ -66,7 +67,8 @@ def notes(result: ScaleResult) -> list[str]:
         "idle s = makespan less the trials' summed wall time spread over the trials that could run at once "
         "(Ray and worker start, queueing, recording); training share = epochs at their steady time / (makespan x "
         "trials at once), as each count's search run records it; steady efficiency: the same from the searches' "
-        "steady cost, without start-up, compiling, workers' start and end (the account below)",
+        "steady cost, without start-up, compiling, workers' start and end (the account below); Amdahl efficiency: "
+        f"predicted from the {base} count's account, if only its steady part (its trials) divided",
         f"scale id {result.scale_id}; one MLflow search run per count, tagged scale.id",
     ]
 
@@ -86,6 +88,24 @@ def account_table(result: ScaleResult) -> Table | None:
     return table
 
 
+def projection_table(result: ScaleResult) -> Table:
+    """Makespan and efficiency at 1, 2, 4, 8 (and the measured counts) by Amdahl's law, measured ones beside."""
+    unit = _unit(result)
+    table = Table(title=f"projected by Amdahl's law from {result.rows[0].count} {unit} (a model; measured beside)")
+    for header in (unit, "projected makespan s", "projected efficiency", "measured makespan s", "measured efficiency"):
+        table.add_column(header, justify="right")
+    for row in projected_counts(result.rows):
+        measured = row["measured_makespan_s"] is not None
+        table.add_row(
+            str(row["count"]),
+            f"{row['projected_makespan_s']:.1f}",
+            f"{row['projected_efficiency']:.0%}",
+            f"{row['measured_makespan_s']:.1f}" if measured else "not measured",
+            f"{row['measured_efficiency']:.0%}" if measured else "-",
+        )
+    return table
+
+
 def print_table(console: Console, result: ScaleResult) -> None:
     table = Table(title=title(result))
     for header in _headers(result):
@@ -96,6 +116,7 @@ def print_table(console: Console, result: ScaleResult) -> None:
     accounts = account_table(result)
     if accounts is not None:
         console.print(accounts)
+        console.print(projection_table(result))
     for line in notes(result):
         console.print(line, highlight=False)
 
@@ -111,6 +132,7 @@ def render(result: ScaleResult, fmt: str) -> str:
                 "train_metric": result.train_metric,
                 "labels": result.labels,
                 "rows": [row.to_dict() for row in result.rows],
+                "projected": projected_counts(result.rows) if result.rows and result.rows[0].account else [],
             },
             indent=2,
         )
@@ -158,6 +180,8 @@ def figure(result: ScaleResult):
     left.set_xticks(counts)
     left.legend()
     right.plot(counts, [100 * row.efficiency for row in result.rows], "o-", label="parallel efficiency")
+    if not any(math.isnan(row.efficiency_amdahl) for row in result.rows):
+        right.plot(counts, [100 * row.efficiency_amdahl for row in result.rows], "x--", label="Amdahl (predicted)")
     right.plot(counts, [100 * row.training_share for row in result.rows], "s-", label="training share")
     right.axhline(90, color="grey", linewidth=0.8, linestyle=":")
     right.set_ylim(0, 110)

@@ -47,6 +47,8 @@ class ScaleRow:
     account: Mapping[str, float] = field(default_factory=dict)
     # As efficiency, from the searches' steady cost (their trials, without the one-off parts): NaN without accounts.
     efficiency_steady: float = float("nan")
+    # Amdahl's law from the smallest count's account: the efficiency expected if only its steady part divided.
+    efficiency_amdahl: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields; NaN (nothing to divide by) as None, which JSON can hold."""
@@ -84,9 +86,51 @@ def scale_rows(
                 training_share=summary.training_share,
                 account=dict(summary.account),
                 efficiency_steady=_steady_speedup(base_summary, summary) / (count / base_count),
+                efficiency_amdahl=amdahl_efficiency(base_summary.account, base_summary.makespan_s, count / base_count),
             )
         )
     return rows
+
+
+def parallel_fraction(parts: Mapping[str, float], makespan_s: float) -> float:
+    """The share of a search's makespan that more trials at once divide: its steady part (gridbench.account).
+
+    The one-off parts (start-up, compiling, the workers' start, the end) are paid once whatever the count;
+    NaN where the search has no account.
+    """
+    if not parts or not makespan_s:
+        return float("nan")
+    return min(1.0, account.Account(**parts).steady_s / makespan_s)
+
+
+def amdahl_efficiency(parts: Mapping[str, float], makespan_s: float, ratio: float) -> float:
+    """Amdahl's law: the efficiency at `ratio` times the smallest count's resources, from its parallel fraction."""
+    parallel = parallel_fraction(parts, makespan_s)
+    speedup = 1.0 / ((1.0 - parallel) + parallel / ratio)
+    return speedup / ratio
+
+
+def projected_counts(rows: Sequence[ScaleRow], counts=(1, 2, 4, 8)) -> list[dict]:
+    """Makespan and efficiency at `counts` by Amdahl's law from the smallest count; measured ones beside them."""
+    base_row = rows[0]
+    measured = {row.count: row for row in rows}
+    out = []
+    for count in sorted(set(counts) | set(measured)):
+        if count < base_row.count:
+            continue
+        ratio = count / base_row.count
+        efficiency = amdahl_efficiency(base_row.account, base_row.makespan_s, ratio)
+        row = measured.get(count)
+        out.append(
+            {
+                "count": count,
+                "projected_makespan_s": base_row.makespan_s / (efficiency * ratio),
+                "projected_efficiency": efficiency,
+                "measured_makespan_s": row.makespan_s if row else None,
+                "measured_efficiency": row.efficiency if row else None,
+            }
+        )
+    return out
 
 
 def _steady_speedup(base: SearchSummary, other: SearchSummary) -> float:

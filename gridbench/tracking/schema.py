@@ -399,7 +399,15 @@ OTHER_TRAINING_SHARE = _metric(
     "other_training_share", On.SUMMARY, "the other search's training_share (absent: recorded before it)"
 )
 # A scale's figures per count: <figure>_<count>.
-SCALE_FIGURES = ("makespan_s", "throughput_per_h", "speedup", "efficiency", "efficiency_steady", "training_share")
+SCALE_FIGURES = (
+    "makespan_s",
+    "throughput_per_h",
+    "speedup",
+    "efficiency",
+    "efficiency_steady",
+    "efficiency_amdahl",
+    "training_share",
+)
 for figure in SCALE_FIGURES[1:]:  # makespan_s is declared above
     _metric(f"{figure}_", On.SUMMARY, f"{figure}_<count>: a scale's {figure} at each count")
 del figure

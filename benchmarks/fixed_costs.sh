@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The fixed costs of issue "Fixed costs paid once per machine", on a GPU machine, with the references in the
+# same call (../shared/bench copied into BENCH): the headline search as typed (MNIST in Keras' cache), run
+# twice (the second finds its programs in the compile cache, now the default); the bare Ray Tune floor
+# (tune_floor.py A) and the hand-written peer (peer_tune.py); `--device both` twice; the 64-configuration
+# MLP grid one trial at a time and fused (benchmarks/fused.py); the headline attached to a running
+# `ray start --head` (--address). Outputs go to OUTDIR.
+#
+# Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
+#   steps: headline floor peer both fused attached (default: all, in that order)
+set -uo pipefail
+out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
+steps=${*:-headline floor peer both fused attached}
+here=$(cd "$(dirname "$0")/.." && pwd)
+work=$out/work; mkdir -p "$work" ~/.keras/datasets; cp -n "$data/mnist.npz" ~/.keras/datasets/; cd "$work"
+uri="sqlite:///$work/mlflow.db"
+timed() {  # NAME COMMAND...: its output and whole time
+  local name=$1; shift
+  /usr/bin/time -f "whole command %e s" "$@" >"$out/$name.txt" 2>&1
+  echo "$name: $(tail -1 "$out/$name.txt")"
+}
+for step in $steps; do
+  case $step in
+    headline) for i in 1 2; do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done ;;
+    floor) PYTHONPATH="$bench:${PYTHONPATH:-}" timed floor-A python3 "$bench/tune_floor.py" A ;;
+    peer) timed peer python3 "$bench/peer_tune.py" "$data/mnist.npz" gpu ;;
+    both) for i in 1 2; do timed "both-$i" python3 -m gridbench search mnist --device both --tracking-uri "$uri"; done ;;
+    fused) for i in 1 2; do  # the second finds every program in the compile cache (its table is the second's)
+             timed "fused-$i" python3 "$here/benchmarks/fused.py" --out "$out/fused" --data-dir "$data" \
+               --only mlp-gpu-trials --only mlp-gpu-fused; done ;;
+    attached)  # a Ray kept running by a process of ours (stopped by its PID after), joined with --address
+      python3 -c "import ray, time; ray.init(num_cpus=16, num_gpus=1, include_dashboard=False)
+print('GCS', ray.get_runtime_context().gcs_address, flush=True); time.sleep(900)" >"$out/ray-holder.txt" 2>&1 &
+      holder=$!; for _ in $(seq 60); do grep -q "^GCS " "$out/ray-holder.txt" && break; sleep 1; done
+      address=$(awk '/^GCS /{print $2}' "$out/ray-holder.txt")  # Ray's log lines hold times like 01:20 too
+      for i in 1 2; do timed "attached-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri" \
+        --address "$address"; done
+      kill -TERM "$holder"; wait "$holder" ;;  # a background job ignores SIGINT in a non-interactive shell
+  esac
+done
+echo "all done"
