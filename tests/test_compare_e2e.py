@@ -132,8 +132,10 @@ def test_the_html_report_shows_the_headline_and_every_chart_offline_in_a_real_br
     store, ids, document = compared
     page = Path(store[len("sqlite:///") :]).parent / "page.html"
     source = page.read_text()
-    # Self-contained: nothing to fetch (no scripts, styles, images or fonts from anywhere).
-    assert not re.search(r"""(src|href)=["']?(https?:)?//""", source) and "<script" not in source
+    # Self-contained: nothing to fetch (no scripts, styles, images or fonts from anywhere); links to the
+    # MLflow UI (<a href>) fetch nothing until followed.
+    assert not re.search(r"""src=["']?(https?:)?//""", source) and "<script" not in source
+    assert not re.search(r"""<link[^>]*href=["']?(https?:)?//""", source)
     offline = ["--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'chromium'}"]
     dom = subprocess.run([browser, *CHROMIUM_FLAGS, *offline, "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=180).stdout  # fmt: skip
@@ -157,7 +159,9 @@ def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path):
     logged = gridbench("report", comparison.info.run_id, "--html", "c.html", "--tracking-uri", store, cwd=tmp_path)
     assert logged.stdout.strip() == f"comparison {comparison.info.run_id}: c.html"
     page = (tmp_path / "c.html").read_text()
-    assert page.count("<svg") == 4 and "Where the baseline won" in page  # the report.html the comparison logged
+    # The report.html the comparison logged: the whole commands' account, the phases, time and cost, the
+    # per-configuration speedups and heatmap, and the projection's two panels.
+    assert page.count("<svg") == 6 and "Where the baseline won" in page
     gridbench("report", ids[0], "--tracking-uri", store, cwd=tmp_path)
     search_page = (tmp_path / f"gridbench-search-{ids[0][:8]}.html").read_text()
     assert 'id="chart-phases"><svg' in search_page and "Where the time goes" in search_page

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from gridbench.tracking import schema
 from gridbench.tracking.journal import read_journal
 from gridbench.tracking.ui import free_port, server_command
 
@@ -152,7 +153,7 @@ def test_a_server_stopped_mid_search_holds_nothing_up_and_loses_nothing(server, 
     assert_every_trial_once(children)
     assert parent.info.status == "FINISHED"
     # Trials went on being journaled while the server was stopped: Tune's thread never waited for it.
-    journal = Path(parent.data.tags["journal.path"])
+    journal = Path(schema.tag_value(parent.data.tags, schema.JOURNAL_PATH))
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
     during = [line for line in lines if line["event"] == "trial" and stopped_at + 1 < line["time"] < resumed_at]
     assert len(during) >= 2, [(line["event"], line["time"] - stopped_at) for line in lines]
