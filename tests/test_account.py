@@ -243,3 +243,16 @@ def test_the_comparison_page_draws_each_whole_command_and_the_projected_speedup(
     assert "where each whole command went" in text and "At other sizes, projected" in text
     assert text.count("<svg") >= 3  # the account's bars and the projection's two panels among the charts
     assert "projected, not measured" in text
+
+
+def test_a_fused_search_projects_its_groups_not_its_members_along_epochs():
+    cpu, _ = cpu_gpu_pair()
+    fused = recorded("gpu", overhead=0.4, epoch=0.05, one_off=(12.0, 6.0, 2.0), execution="fused")
+    # Two groups of four members: members share their group's start and worker, as a fused trial records them.
+    trials = [
+        type(t)(**{**vars(t), "started_s": fused.trials[0].started_s if i < 4 else fused.trials[4].started_s})
+        for i, t in enumerate(sorted(fused.trials, key=lambda t: t.started_s))
+    ]
+    fused = type(fused)(fused.run_id, fused.tags, fused.params, fused.metrics, tuple(trials))
+    rows = {r.label: r for r in compare([cpu, fused], PRICES).pairings[0].projection.rows}
+    assert rows["as run"].makespan_s[1].value == pytest.approx(fused.metrics["makespan_s"])

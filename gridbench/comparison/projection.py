@@ -73,11 +73,13 @@ class Model:
     fused: bool
     packed: bool
     price_per_hour: float | None
+    # Ray trials per configuration and repeat: 1, or less where a fused group or an inner axis trains several.
+    units_per_trial: float = 1.0
 
     def whole_s(self, epochs: int, configs: int, repeats: int, concurrency: int, sample=None) -> float:
         trials = sample or self.trials
         per_trial = sum(t.overhead_s + t.warmup_s + t.epoch_s * (epochs if self.epochs else 1) for t in trials)
-        n = configs * repeats
+        n = configs * repeats * self.units_per_trial
         return self.one_off_s + n / concurrency * per_trial / len(trials)
 
     def makespan_s(self, *size, sample=None) -> float:
@@ -106,6 +108,7 @@ def model_of(search: SearchRun, price_per_hour: float | None) -> Model | str:
     gaps = max(0.0, parts.trial_overhead_s - sum(t.overhead_s for t in trials) / slots)
     makespan = search.metrics.get(schema.MAKESPAN_S, parts.whole_command_s)
     configs = len({t.key for t in search.trials})
+    repeats = max(1, int(search.params.get(schema.PARAM_REPEATS, 1) or 1))
     return Model(
         search=search,
         one_off_s=parts.one_off_s,
@@ -113,11 +116,12 @@ def model_of(search: SearchRun, price_per_hour: float | None) -> Model | str:
         trials=account.with_gaps(trials, gaps, slots),
         epochs=max(t.epochs for t in timings),
         configs=configs,
-        repeats=max(1, len(timings) // max(1, configs)),
+        repeats=repeats,
         concurrency=slots,
         fused=search.tags.get(schema.EXECUTION) == "fused",
         packed=search.tags.get(schema.DEVICE) == "gpu" and _float(search.tags.get(schema.GPUS_PER_TRIAL)) < 1,
         price_per_hour=price_per_hour,
+        units_per_trial=len(timings) / (configs * repeats),
     )
 
 
