@@ -416,3 +416,12 @@ def test_the_progress_line_counts_a_killed_trial_as_killed_not_failed():
     state = progress.progress.tasks[0].fields["state"]
     progress.stop()
     assert "1 killed" in state and "failed" not in state
+
+
+def test_the_summary_does_not_send_a_user_to_a_tracking_server_that_is_gone():
+    from gridbench.tracking.store import ui_command
+    from gridbench.tracking.ui import free_port
+
+    gone = f"http://127.0.0.1:{free_port()}"
+    assert ui_command(gone) == f"the tracking server {gone} does not answer now; open it once it is back"
+    assert ui_command("sqlite:///x.db") == "python -m gridbench ui --tracking-uri sqlite:///x.db"

@@ -201,8 +201,15 @@ def artifact_location(uri: str) -> str | None:
     return None
 
 
-def ui_command(uri: str) -> str:
+def ui_command(uri: str, timeout_s: float = 2.0) -> str:
+    """How to browse the store: open a tracking server that answers, else gridbench's own UI over the file."""
     if urlparse(uri).scheme in ("http", "https"):
+        import requests
+
+        try:
+            requests.get(uri, timeout=timeout_s)
+        except requests.RequestException:  # gone for good mid-search: the journal holds what it lacks
+            return f"the tracking server {uri} does not answer now; open it once it is back"
         return f"open {uri}"
     return f"python -m gridbench ui --tracking-uri {uri}"  # MLflow's UI without its job runner
 
