@@ -457,3 +457,23 @@ def test_a_worker_killed_mid_trial_is_recorded_with_rays_reason_and_retried(tmp_
         assert len(children) == 1 and schema.RETRIED not in died.data.tags
         assert result.summary.trials_failed == 1
     assert parent.info.status == "FINISHED"
+
+
+def test_kill_matching_kills_only_the_search_s_processes_whose_command_line_matches(tmp_path):
+    from gridbench.gridsearch.lifecycle import OwnProcesses
+
+    own = OwnProcesses()
+    # Like Ray's autoscaler monitor: SIGTERM is caught, and the process would linger.
+    script = tmp_path / "autoscaler_monitor.py"
+    script.write_text("import signal, time\nsignal.signal(signal.SIGTERM, lambda *a: time.sleep(30))\ntime.sleep(60)\n")
+    monitor = subprocess.Popen([sys.executable, str(script)])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        own.note()
+        assert own.kill_matching("autoscaler_monitor.py") == 1
+        monitor.wait(timeout=5)  # gone at once, although SIGTERM would have kept it 30 s
+        assert other.poll() is None and [p.pid for p in own.alive()] == [other.pid]
+    finally:
+        for process in (monitor, other):
+            process.kill()
+            process.wait()

@@ -209,6 +209,19 @@ class OwnProcesses:
                 pass
         return alive
 
+    def kill_matching(self, fragment: str) -> int:
+        """Kills at once (SIGKILL) the noted processes still alive whose command line holds `fragment`."""
+        matching = []
+        for process in self.alive():
+            try:
+                if any(fragment in part for part in process.cmdline()):
+                    process.kill()
+                    matching.append(process)
+            except self._psutil.Error:
+                pass
+        self._psutil.wait_procs(matching, timeout=1.0)
+        return len(matching)
+
     def end(self, grace_s: float = 3.0) -> int:
         """Ends every noted process still alive: SIGTERM, then SIGKILL after `grace_s`. Returns how many."""
         leftovers = self.alive()

@@ -209,12 +209,18 @@ def _quiet_ray() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+RAY_MONITOR_SCRIPT = "autoscaler/_private/monitor.py"
+
+
 def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
     """Shuts Ray down, then ends by PID whatever it started and left running (agents once outlived it)."""
     processes.note()
     if "ray" in sys.modules:
         import ray
 
+        # Ray's autoscaler monitor answers SIGTERM by reporting to the GCS, which ray.shutdown stops before
+        # it, so it hangs until Ray kills it a second later. A local Ray's monitor is ours: it goes first.
+        processes.kill_matching(RAY_MONITOR_SCRIPT)
         ray.shutdown()
     processes.end()
 
