@@ -46,6 +46,15 @@ DEFAULT_MAX_MB = 2048
 
 _REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"  # each compilation the cache is asked for
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"  # each one it served
+# JAX's own clocks on a program's way to the device, summed per thread: tracing to a jaxpr, lowering to
+# StableHLO, then the backend's step, which is computing the cache key and reading the entry on a hit
+# (its read alone is cache_read_s), or compiling on a miss.
+PROGRAM_PHASES = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace_s",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+    "/jax/core/compile/backend_compile_duration": "backend_s",
+    "/jax/compilation_cache/cache_retrieval_time_sec": "cache_read_s",
+}
 _counts = threading.local()  # per thread: compilations ahead run in threads of their own
 _listening = False
 _listening_lock = threading.Lock()
@@ -131,6 +140,7 @@ def listen() -> None:
         import jax
 
         jax.monitoring.register_event_listener(_heard)
+        jax.monitoring.register_event_duration_secs_listener(_heard_duration)
         _listening = True
 
 
@@ -139,6 +149,22 @@ def _heard(event: str, **_details) -> None:
         _counts.requests = getattr(_counts, "requests", 0) + 1
     elif event == _HIT_EVENT:
         _counts.hits = getattr(_counts, "hits", 0) + 1
+
+
+def _heard_duration(event: str, duration: float, **_details) -> None:
+    phase = PROGRAM_PHASES.get(event)
+    if phase is not None:
+        setattr(_counts, phase, getattr(_counts, phase, 0.0) + duration)
+
+
+def phase_totals() -> dict[str, float]:
+    """This thread's time so far in each of PROGRAM_PHASES' phases (seconds)."""
+    return {phase: getattr(_counts, phase, 0.0) for phase in PROGRAM_PHASES.values()}
+
+
+def phases_since(before: dict[str, float]) -> dict[str, float]:
+    """This thread's time in each phase since `before` (a `phase_totals`)."""
+    return {phase: total - before.get(phase, 0.0) for phase, total in phase_totals().items()}
 
 
 def mark() -> tuple[int, int]:

@@ -55,15 +55,18 @@ def search(tmp_path: Path, cache: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def program_sources(uri: str, run_id: str) -> set[str]:
+def trial_runs(uri: str, run_id: str) -> list:
     from mlflow import MlflowClient
 
     search_run = read_search(uri, run_id)
     client = MlflowClient(uri)
-    runs = client.search_runs(
+    return client.search_runs(
         [search_run.experiment_id], filter_string=f"tags.`{schema.PARENT_RUN}` = '{run_id}'", max_results=100
     )
-    return {run.data.tags.get(schema.PROGRAM_CACHED, "?") for run in runs}
+
+
+def program_sources(uri: str, run_id: str) -> set[str]:
+    return {run.data.tags.get(schema.PROGRAM_CACHED, "?") for run in trial_runs(uri, run_id)}
 
 
 @pytest.mark.slow
@@ -110,3 +113,12 @@ def test_scale_compiles_every_program_before_its_counts_and_every_count_loads_th
     assert "program(s) compiled" in first.tags[schema.COMPILE_WARMUP]
     for run in searches:  # no count compiled: each loaded every program the warm-up had compiled
         assert program_sources(uri, run.info.run_id) == {"yes"}
+        # A trial that got its program itself says where that time went, by JAX's clocks.
+        trials = trial_runs(uri, run.info.run_id)
+        loaded = [t.data.metrics for t in trials if t.data.tags[schema.PROGRAM_REUSED] == "no"]
+        assert loaded
+        for m in loaded:
+            assert m[schema.PROGRAM_TRACE_S] > 0 and m[schema.PROGRAM_LOWER_S] > 0
+            assert 0 < m[schema.PROGRAM_CACHE_READ_S] <= m[schema.PROGRAM_BACKEND_S]
+            split = m[schema.PROGRAM_TRACE_S] + m[schema.PROGRAM_LOWER_S] + m[schema.PROGRAM_BACKEND_S]
+            assert split <= m[schema.COMPILE_S]

@@ -346,6 +346,24 @@ PROGRAM_CACHED = _tag(
     "or by an earlier search under --compile-cache persistent)",
     since=4,
 )
+# compile_s as JAX's own clocks split it (gridbench.compile_cache.PROGRAM_PHASES), on trials whose thread got
+# the program itself; what compile_s holds beyond their sum is Python: building the step, locks, waiting.
+PROGRAM_TRACE_S = _metric("program.trace_s", On.TRIAL, "of compile_s: tracing the program to a jaxpr")
+PROGRAM_LOWER_S = _metric("program.lower_s", On.TRIAL, "of compile_s: lowering the jaxpr to StableHLO")
+PROGRAM_BACKEND_S = _metric(
+    "program.backend_s",
+    On.TRIAL,
+    "of compile_s: the backend's step: the cache key and the entry's read (a hit), or XLA's compile (a miss)",
+)
+PROGRAM_CACHE_READ_S = _metric(
+    "program.cache_read_s", On.TRIAL, "of program.backend_s: reading and loading entries from the persistent cache"
+)
+PROGRAM_PHASE_METRICS = {
+    "trace_s": PROGRAM_TRACE_S,
+    "lower_s": PROGRAM_LOWER_S,
+    "backend_s": PROGRAM_BACKEND_S,
+    "cache_read_s": PROGRAM_CACHE_READ_S,
+}
 PROGRAMS_AHEAD = _metric(
     "programs_compiled_ahead", On.TRIAL, "programs of later trials this trial started compiling in the background"
 )

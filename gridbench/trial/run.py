@@ -16,6 +16,7 @@ import time
 import traceback
 from typing import Any, Mapping
 
+from gridbench import compile_cache
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
 from gridbench.trial import gpu_monitor, steps
@@ -68,6 +69,13 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
     return outcome
 
 
+def program_phases(phases: dict[str, float]) -> dict[str, float]:
+    """The compile phase's split by JAX's clocks, where this trial's thread got its program itself (else none)."""
+    if not any(phases.values()):
+        return {}
+    return {schema.PROGRAM_PHASE_METRICS[phase]: seconds for phase, seconds in phases.items()}
+
+
 def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):
     """One configuration: setup, fit (epochs on a synchronised clock), evaluation."""
     from threadpoolctl import threadpool_limits
@@ -80,8 +88,10 @@ def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: i
             session.build()
         check_device(outcome, context, session, f"{context.backend} placed the model")
         if hasattr(session, "compile"):  # a compiled loop: its program from the worker's cache
+            jax_clocks = compile_cache.phase_totals()
             with clock.phase("compile"):
                 outcome.tags.update(session.compile())
+            outcome.metrics.update(program_phases(compile_cache.phases_since(jax_clocks)))
             # After its own: compiling the others beside it starved it.
             ahead = compile_others_ahead(context, session, lambda: other_programs(entry, context, data, session))
             outcome.metrics.update({schema.COMPILE_S: clock.phases["compile"], schema.PROGRAMS_AHEAD: ahead})
