@@ -80,10 +80,11 @@ def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_wha
 @pytest.mark.slow
 def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while_ray_started(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # A cache of its own: what other tests' searches left in the shared one would not be compiled again.
     result = gridbench(
         "search", "digits", "--backend", "jax", "--set", "train_loop=compiled", "--set", "epochs=2",
         "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--compile-ahead", "on",
-        "--tracking-uri", store,
+        "--compile-cache", "search", "--tracking-uri", store,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     _, (parent,), children = runs_of(store, "digits")
@@ -124,9 +125,11 @@ def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_
 @pytest.mark.slow
 def test_on_a_gpu_the_trials_load_the_programs_compiled_while_ray_started(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # A cache of its own: what other tests' searches left in the shared one would not be compiled again.
     result = gridbench(
         "search", "digits", "--device", "gpu", "--backend", "jax", "--gpus", "1", "--set", "epochs=2",
-        "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--tracking-uri", store,
+        "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--compile-cache", "search",
+        "--tracking-uri", store,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     _, (parent,), children = runs_of(store, "digits")
