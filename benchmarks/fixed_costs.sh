@@ -34,8 +34,9 @@ for step in $steps; do
 print('GCS', ray.get_runtime_context().gcs_address, flush=True); time.sleep(900)" >"$out/ray-holder.txt" 2>&1 &
       holder=$!; for _ in $(seq 60); do grep -q "^GCS " "$out/ray-holder.txt" && break; sleep 1; done
       address=$(awk '/^GCS /{print $2}' "$out/ray-holder.txt")  # Ray's log lines hold times like 01:20 too
-      for i in 1 2; do timed "attached-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri" \
-        --address "$address"; done
+      # the holder's ray.init turned on Ray's token authentication; a driver with an address sends it when told to
+      for i in 1 2; do RAY_AUTH_MODE=token timed "attached-$i" python3 -m gridbench search mnist --device gpu \
+        --tracking-uri "$uri" --address "$address"; done
       kill -TERM "$holder"; wait "$holder" ;;  # a background job ignores SIGINT in a non-interactive shell
   esac
 done

@@ -158,3 +158,16 @@ def test_assigned_gpus_are_read_from_cuda_visible_devices(monkeypatch, visible, 
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert gpu_monitor.assigned_gpu_indices() == indices
+
+
+def test_a_cluster_that_asks_for_a_token_gets_a_line_that_says_how_to_send_it():
+    from gridbench.gridsearch.ray_session import cannot_join
+
+    refused = ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+    ray_output = "[2026-11-25 04:07:42,617 W 7890 7890] gcs_client.cc:210: Failed to get cluster ID from GCS server: "
+    ray_output += "Unauthenticated: RPC error: InvalidAuthToken: Authentication token is missing or incorrect\n"
+    line = cannot_join("10.0.0.1:6379", refused, ray_output * 20)
+    assert "\n" not in line and "RAY_AUTH_MODE=token" in line and "~/.ray/auth_token" in line
+    # Any other failure keeps Ray's own reason.
+    other = cannot_join("10.0.0.1:6379", refused, "")
+    assert "Failed to connect to Ray cluster" in other and "RAY_AUTH_MODE" not in other

@@ -6,10 +6,12 @@ that compile ahead; start_search starts Ray while the store opens and checks the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,15 +39,14 @@ def _start_ray(
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
     if address:
         placement.check_address_answers(address)  # else ray.init retries for minutes, printing its C++ warnings
-        try:
-            # The cluster's nodes bring their own resources; they must reach the same data path.
-            ray.init(address=address, runtime_env=runtime_env, **quiet)
-        except (ConnectionError, RuntimeError, ValueError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise UserError(
-                f"--address {address}: cannot join the Ray cluster ({first}); "
-                f"start it with `ray start --head` or fix --address"
-            ) from None
+        with tempfile.TemporaryFile() as held:
+            try:
+                # The cluster's nodes bring their own resources; they must reach the same data path.
+                with _stderr_into(held):  # Ray's C++ client warns on descriptor 2 at each retry
+                    ray.init(address=address, runtime_env=runtime_env, **quiet)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                held.seek(0)
+                raise UserError(cannot_join(address, err, held.read().decode(errors="replace"))) from None
         return
     ray.init(
         # A user's model and loader modules, uploaded so that every worker imports them.
@@ -61,6 +62,35 @@ def _start_ray(
         # an actor only a worker started with the same one. So Ray starts each trial's worker when it is due.
         _system_config={"prestart_worker_first_driver": False},
         **quiet,
+    )
+
+
+@contextlib.contextmanager
+def _stderr_into(file):
+    """Writes this process's descriptor 2 (C++ libraries' output included) into `file` meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def cannot_join(address: str, err: BaseException, ray_output: str) -> str:
+    """The one line for a cluster ray.init could not join, from its error and what Ray's client printed."""
+    if "InvalidAuthToken" in ray_output or "Unauthenticated" in ray_output:
+        # Ray (2.60 here) turns token authentication on for a cluster that ray.init started, and a driver
+        # given an explicit address sends no token unless RAY_AUTH_MODE says so.
+        return (
+            f"--address {address}: the cluster asks for Ray's authentication token, which this driver did not send; "
+            f"set RAY_AUTH_MODE=token, with the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+        )
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return (
+        f"--address {address}: cannot join the Ray cluster ({first}); start it with `ray start --head` or fix --address"
     )
 
 
