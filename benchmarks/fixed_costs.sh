@@ -3,7 +3,7 @@
 # same call (../shared/bench copied into BENCH): the headline search as typed (MNIST in Keras' cache), run
 # twice (the second finds its programs in the compile cache, now the default); the bare Ray Tune floor
 # (tune_floor.py A) and the hand-written peer (peer_tune.py); `--device both` twice; the 64-configuration
-# MLP grid one trial at a time and fused (benchmarks/fused.py); the headline attached to a running
+# MLP grid one trial at a time and fused (benchmarks/fused.py); the gaps between trials (benchmarks/trial_gaps.py); the headline attached to a running
 # `ray start --head` (--address). Outputs go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
@@ -21,7 +21,8 @@ timed() {  # NAME COMMAND...: its output and whole time
 }
 for step in $steps; do
   case $step in
-    headline) for i in 1 2; do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done ;;
+    headline) for i in 1 2; do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done
+              python3 "$here/benchmarks/trial_gaps.py" "$uri" >"$out/gaps-headline-2.txt" 2>&1 ;;  # the newest: run 2
     floor) PYTHONPATH="$bench:${PYTHONPATH:-}" timed floor-A python3 "$bench/tune_floor.py" A ;;
     peer) timed peer python3 "$bench/peer_tune.py" "$data/mnist.npz" gpu ;;
     both) for i in 1 2; do timed "both-$i" python3 -m gridbench search mnist --device both --tracking-uri "$uri"; done ;;
@@ -37,6 +38,7 @@ print('GCS', ray.get_runtime_context().gcs_address, flush=True); time.sleep(900)
       # the holder's ray.init turned on Ray's token authentication; a driver with an address sends it when told to
       for i in 1 2; do RAY_AUTH_MODE=token timed "attached-$i" python3 -m gridbench search mnist --device gpu \
         --tracking-uri "$uri" --address "$address"; done
+      python3 "$here/benchmarks/trial_gaps.py" "$uri" >"$out/gaps-attached-2.txt" 2>&1
       kill -TERM "$holder"; wait "$holder" ;;  # a background job ignores SIGINT in a non-interactive shell
   esac
 done
