@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The fixed costs of issue "Fixed costs paid once per machine", on a GPU machine, with the references in the
 # same call (../shared/bench copied into BENCH): the headline search as typed (MNIST in Keras' cache), run
-# twice (the second finds its programs in the compile cache, now the default); the bare Ray Tune floor
-# (tune_floor.py A) and the hand-written peer (peer_tune.py); `--device both` twice; the 64-configuration
-# MLP grid one trial at a time and fused (benchmarks/fused.py); the gaps between trials (benchmarks/trial_gaps.py); the headline attached to a running
-# `ray start --head` (--address). Outputs go to OUTDIR.
+# twice (the second finds its programs in the compile cache, now the default), and the gaps between its
+# trials (benchmarks/trial_gaps.py); the bare Ray Tune floor (tune_floor.py A) and the hand-written peer
+# (peer_tune.py); `--device both` twice; the 64-configuration MLP grid one trial at a time and fused
+# (benchmarks/fused.py); the headline attached to a Ray kept running by this script (--address). Outputs
+# go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
 #   steps: headline floor peer both fused attached (default: all, in that order)
