@@ -75,10 +75,17 @@ class Model:
     # Ray trials per configuration and repeat: 1, or less where a fused group or an inner axis trains several.
     units_per_trial: float = 1.0
 
+    def trial_costs(self, epochs: int) -> list[float]:
+        """Each measured trial's cost at `epochs` epochs: its overhead, its warm-up and its steady epochs."""
+        return [t.overhead_s + t.warmup_s + t.epoch_s * (epochs if self.epochs else 1) for t in self.trials]
+
+    def whole_at(self, mean_cost, configs: int, repeats: int, concurrency: int):
+        """The whole command with trials of `mean_cost` (a number, or a numpy array of resampled means)."""
+        return self.one_off_s + configs * repeats * self.units_per_trial / concurrency * mean_cost
+
     def whole_s(self, epochs: int, configs: int, repeats: int, concurrency: int) -> float:
-        per_trial = sum(t.overhead_s + t.warmup_s + t.epoch_s * (epochs if self.epochs else 1) for t in self.trials)
-        n = configs * repeats * self.units_per_trial
-        return self.one_off_s + n / concurrency * per_trial / len(self.trials)
+        costs = self.trial_costs(epochs)
+        return self.whole_at(sum(costs) / len(costs), configs, repeats, concurrency)
 
     def makespan_s(self, *size) -> float:
         return self.whole_s(*size) - self.makespan_outside_s
@@ -213,11 +220,10 @@ def _bootstrap(model: Model, size: tuple[int, int, int, int], rng, samples=BOOTS
     """The makespan at `size` over `samples` resamplings of the trials (numpy: a 1,000-trial search in ms)."""
     import numpy as np
 
-    epochs, configs, repeats, concurrency = size
-    costs = np.array([t.overhead_s + t.warmup_s + t.epoch_s * (epochs if model.epochs else 1) for t in model.trials])
+    epochs, *rest = size
+    costs = np.array(model.trial_costs(epochs))
     means = costs[rng.integers(0, len(costs), size=(samples, len(costs)))].mean(axis=1)
-    trials = configs * repeats * model.units_per_trial
-    return list(model.one_off_s + trials / concurrency * means - model.makespan_outside_s)
+    return list(model.whole_at(means, *rest) - model.makespan_outside_s)
 
 
 def _generator(seed: int):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from gridbench.datasets import (
     SHAPES,
     DataSource,
 )
-from gridbench.errors import UserError
+from gridbench.errors import UserError, stderr_into
 
 
 def keras_cache_dir() -> Path:
@@ -89,25 +88,16 @@ def framework_output_held():
     held text is dropped, unless something other than a UserError escapes (then it is
     written out, for the traceback's sake).
     """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    replay = False
     with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
         try:
-            yield
+            with stderr_into(held):
+                yield
         except UserError:
             raise
         except BaseException:
-            replay = True
+            held.seek(0)
+            os.write(2, held.read())
             raise
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            if replay:
-                held.seek(0)
-                os.write(2, held.read())
 
 
 def _download(name: str, layout: _Layout, looked: list[str]) -> Path:

@@ -6,7 +6,6 @@ that compile ahead; start_search starts Ray while the store opens and checks the
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -17,7 +16,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from gridbench.errors import UserError
+from gridbench.errors import UserError, stderr_into
 from gridbench.gridsearch import lifecycle, placement, precompile, user_check
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan
@@ -42,7 +41,7 @@ def _start_ray(
         with tempfile.TemporaryFile() as held:
             try:
                 # The cluster's nodes bring their own resources; they must reach the same data path.
-                with _stderr_into(held):  # Ray's C++ client warns on descriptor 2 at each retry
+                with stderr_into(held):  # Ray's C++ client warns on descriptor 2 at each retry
                     ray.init(address=address, runtime_env=runtime_env, **quiet)
             except (ConnectionError, RuntimeError, ValueError) as err:
                 held.seek(0)
@@ -63,20 +62,6 @@ def _start_ray(
         _system_config={"prestart_worker_first_driver": False},
         **quiet,
     )
-
-
-@contextlib.contextmanager
-def _stderr_into(file):
-    """Writes this process's descriptor 2 (C++ libraries' output included) into `file` meanwhile."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(file.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def cannot_join(address: str, err: BaseException, ray_output: str) -> str:
