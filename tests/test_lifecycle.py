@@ -477,3 +477,20 @@ def test_kill_matching_kills_only_the_search_s_processes_whose_command_line_matc
         for process in (monitor, other):
             process.kill()
             process.wait()
+
+
+def test_no_garbage_is_collected_while_ray_shuts_down(monkeypatch):
+    """A collection freeing an object reference mid-shutdown ends Ray's driver with status 1 (Ray's QuickExit)."""
+    import gc
+    import types
+
+    from gridbench.gridsearch.lifecycle import OwnProcesses
+    from gridbench.gridsearch.ray_session import RaySession
+
+    collecting = []
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(shutdown=lambda: collecting.append(gc.isenabled())))
+    session = RaySession()
+    session.processes = OwnProcesses()
+    assert gc.isenabled()
+    session.stop()
+    assert collecting == [False] and gc.isenabled()  # collection is back on once Ray is gone
