@@ -240,18 +240,35 @@ def _is_ray_worker(process: psutil.Process) -> bool:
 
 
 @pytest.mark.slow
-def test_a_local_ray_starts_no_worker_before_a_trial_asks_for_one():
+def test_a_local_ray_starts_no_worker_before_a_trial_asks_for_one(monkeypatch):
     """Tune's actors never take the idle workers Ray starts ahead (one per core), so none is started."""
+    import gc
+
+    import ray
+
     from gridbench.gridsearch.ray_session import RaySession
 
     session = RaySession()
+    at_shutdown = []
+    shutdown = ray.shutdown
+
+    def watched_shutdown():
+        at_shutdown.append((gc.isenabled(), [t.name for t in threading.enumerate()]))
+        shutdown()
+
+    monkeypatch.setattr(ray, "shutdown", watched_shutdown)
     try:
         session.start(SearchOptions(), cpus=2, gpus=0)
         time.sleep(1.0)  # Ray starts its idle workers asynchronously, within a second on this machine
         workers = [p.cmdline() for p in psutil.Process().children(recursive=True) if _is_ray_worker(p)]
         assert workers == []
+        assert "PythonGCThread" in [t.name for t in threading.enumerate()]  # Ray's collector, the one stopped below
     finally:
         session.stop()
+    # A collection freeing an object reference mid-shutdown ends Ray's driver with status 1 (Ray's QuickExit):
+    # while Ray shuts down, no thread collects, neither by allocating nor Ray's own collector.
+    ((collecting, threads),) = at_shutdown
+    assert not collecting and "PythonGCThread" not in threads and gc.isenabled()
 
 
 def _search_command(store: str, *args: str) -> list[str]:
@@ -477,20 +494,3 @@ def test_kill_matching_kills_only_the_search_s_processes_whose_command_line_matc
         for process in (monitor, other):
             process.kill()
             process.wait()
-
-
-def test_no_garbage_is_collected_while_ray_shuts_down(monkeypatch):
-    """A collection freeing an object reference mid-shutdown ends Ray's driver with status 1 (Ray's QuickExit)."""
-    import gc
-    import types
-
-    from gridbench.gridsearch.lifecycle import OwnProcesses
-    from gridbench.gridsearch.ray_session import RaySession
-
-    collecting = []
-    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(shutdown=lambda: collecting.append(gc.isenabled())))
-    session = RaySession()
-    session.processes = OwnProcesses()
-    assert gc.isenabled()
-    session.stop()
-    assert collecting == [False] and gc.isenabled()  # collection is back on once Ray is gone

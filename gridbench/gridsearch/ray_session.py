@@ -250,8 +250,10 @@ def _no_collection():
     A collection that frees an object reference calls into Ray's core worker; in the moment between the
     worker's reset and Python dropping it, that call ends the process (Ray's QuickExit, status 1). Seen
     once in CI: a finished search exited 1 with Ray's "core worker has already been shutdown" line from a
-    thread other than the main one. After Ray is gone, the garbage is harmless.
+    thread other than the main one. Two threads collect: any thread that allocates (automatic collection),
+    and Ray's own PythonGCThread, which collects when the raylet asks. After Ray is gone, garbage is harmless.
     """
+    _stop_rays_collector()
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -259,6 +261,16 @@ def _no_collection():
     finally:
         if enabled:
             gc.enable()
+
+
+def _stop_rays_collector() -> None:
+    try:
+        from ray._private.gc_collect_manager import PythonGCThread  # Ray's own module: gone in another version
+    except ImportError:
+        return
+    for thread in threading.enumerate():
+        if isinstance(thread, PythonGCThread):
+            thread.stop()  # ray.shutdown stops it too, later; stopping twice is harmless
 
 
 def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Recorder, float, dict[str, float]]:
