@@ -1,5 +1,6 @@
 """The compile cache kept across searches (the default): its states, a directory that cannot take it, two
-searches sharing it, corrupt entries, and the warm-up phase that compiles every program before timed searches."""
+searches sharing it, corrupt entries. The warm-up phase that compiles every program before timed searches is
+checked on test_scale.py's real run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from storereads import program_sources
 
 from gridbench import compile_cache
 from gridbench.gridsearch import SearchOptions, plan_search
@@ -55,20 +57,6 @@ def search(tmp_path: Path, cache: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def trial_runs(uri: str, run_id: str) -> list:
-    from mlflow import MlflowClient
-
-    search_run = read_search(uri, run_id)
-    client = MlflowClient(uri)
-    return client.search_runs(
-        [search_run.experiment_id], filter_string=f"tags.`{schema.PARENT_RUN}` = '{run_id}'", max_results=100
-    )
-
-
-def program_sources(uri: str, run_id: str) -> set[str]:
-    return {run.data.tags.get(schema.PROGRAM_CACHED, "?") for run in trial_runs(uri, run_id)}
-
-
 @pytest.mark.slow
 def test_two_searches_share_a_cold_cache_at_once_and_corrupt_entries_are_compiled_again(tmp_path):
     cache = tmp_path / "cache"
@@ -88,37 +76,3 @@ def test_two_searches_share_a_cold_cache_at_once_and_corrupt_entries_are_compile
     assert read_search(uri, run_id).metrics[schema.TRIALS_FINISHED] == 4
     assert read_search(uri, run_id).tags[schema.COMPILE_CACHE_STATE].endswith("MB")  # what it held: not empty
     assert "no" in program_sources(uri, run_id)  # the corrupt programs were compiled, not loaded
-
-
-@pytest.mark.slow
-def test_scale_compiles_every_program_before_its_counts_and_every_count_loads_them(tmp_path):
-    env = {**os.environ, compile_cache.CACHE_DIR_ENV: str(tmp_path / "cache")}
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    result = subprocess.run(
-        [sys.executable, "-m", "gridbench", "scale", "digits", "--cpus", "1,2", "--backend", "jax",
-         "--set", "train_loop=compiled", "--set", "epochs=2", "--tracking-uri", uri, "--format", "json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    from mlflow import MlflowClient
-
-    client = MlflowClient(uri)
-    (experiment,) = [e for e in client.search_experiments() if e.name.endswith("digits")]
-    searches = client.search_runs([experiment.experiment_id], f"tags.`{schema.KIND}` = 'search'",
-                                  order_by=["attributes.start_time ASC"])  # fmt: skip
-    assert len(searches) == 2
-    first, second = (s.data for s in searches)
-    assert first.metrics[f"{schema.ACCOUNT_PREFIX}compile_warmup_s"] > 0
-    assert second.metrics[f"{schema.ACCOUNT_PREFIX}compile_warmup_s"] == 0
-    assert "program(s) compiled" in first.tags[schema.COMPILE_WARMUP]
-    for run in searches:  # no count compiled: each loaded every program the warm-up had compiled
-        assert program_sources(uri, run.info.run_id) == {"yes"}
-        # A trial that got its program itself says where that time went, by JAX's clocks.
-        trials = trial_runs(uri, run.info.run_id)
-        loaded = [t.data.metrics for t in trials if t.data.tags[schema.PROGRAM_REUSED] == "no"]
-        assert loaded
-        for m in loaded:
-            assert m[schema.PROGRAM_TRACE_S] > 0 and m[schema.PROGRAM_LOWER_S] > 0
-            assert 0 < m[schema.PROGRAM_CACHE_READ_S] <= m[schema.PROGRAM_BACKEND_S]
-            split = m[schema.PROGRAM_TRACE_S] + m[schema.PROGRAM_LOWER_S] + m[schema.PROGRAM_BACKEND_S]
-            assert split <= m[schema.COMPILE_S]

@@ -8,14 +8,18 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from storereads import program_sources, trial_runs
 
+from gridbench import compile_cache
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions
 from gridbench.scale import ScaleRequest, parse_counts, plan_scale
 from gridbench.scale.run import scale_rows
 from gridbench.spec import load_spec
+from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
 
 
@@ -126,34 +130,25 @@ print(json.dumps(rows))
         assert parallel[3] > 0.85 and abs(parallel[3] - single[3]) < 0.05
 
 
-@pytest.mark.slow
-def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(tmp_path):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory) -> tuple[str, dict, Path]:
+    """One real `scale` over 1 and 2 cores, read by the tests below: its store, its JSON report and its --out."""
+    tmp_path = tmp_path_factory.mktemp("scale")
+    store, out = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "out"
+    env = {**os.environ, compile_cache.CACHE_DIR_ENV: str(tmp_path / "cache")}  # cold: the warm-up compiles
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gridbench",
-            "scale",
-            "digits",
-            "--cpus",
-            "1,2",
-            "--tracking-uri",
-            store,
-            "--set",
-            "epochs=2",
-            "--format",
-            "json",
-            "--out",
-            str(out),
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+        [sys.executable, "-m", "gridbench", "scale", "digits", "--cpus", "1,2", "--backend", "jax",
+         "--set", "train_loop=compiled", "--set", "epochs=2", "--tracking-uri", store,
+         "--format", "json", "--out", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(result.stdout)
+    return store, json.loads(result.stdout), out
+
+
+@pytest.mark.slow
+def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(scaled):
+    store, report, out = scaled
     rows = report["rows"]
     assert [r["count"] for r in rows] == [1, 2] and [r["concurrency"] for r in rows] == [1, 2]
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(
@@ -184,6 +179,33 @@ def test_scale_over_cores_runs_each_count_and_links_them_in_mlflow(tmp_path):
     assert summary_run.data.metrics["efficiency_2"] == pytest.approx(rows[1]["efficiency"])
     artifacts = {a.path for a in client.list_artifacts(summary_run.info.run_id)}
     assert {"scaling.png", "scale.md", "scale.csv", "scale.json", "report.html"} <= artifacts
+
+
+@pytest.mark.slow
+def test_scale_compiles_every_program_before_its_counts_and_every_count_loads_them(scaled):
+    uri = scaled[0]
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name.endswith("digits")]
+    searches = client.search_runs([experiment.experiment_id], f"tags.`{schema.KIND}` = 'search'",
+                                  order_by=["attributes.start_time ASC"])  # fmt: skip
+    assert len(searches) == 2
+    first, second = (s.data for s in searches)
+    assert first.metrics[f"{schema.ACCOUNT_PREFIX}compile_warmup_s"] > 0
+    assert second.metrics[f"{schema.ACCOUNT_PREFIX}compile_warmup_s"] == 0
+    assert "program(s) compiled" in first.tags[schema.COMPILE_WARMUP]
+    for run in searches:  # no count compiled: each loaded every program the warm-up had compiled
+        assert program_sources(uri, run.info.run_id) == {"yes"}
+        # A trial that got its program itself says where that time went, by JAX's clocks.
+        trials = trial_runs(uri, run.info.run_id)
+        loaded = [t.data.metrics for t in trials if t.data.tags[schema.PROGRAM_REUSED] == "no"]
+        assert loaded
+        for m in loaded:
+            assert m[schema.PROGRAM_TRACE_S] > 0 and m[schema.PROGRAM_LOWER_S] > 0
+            assert 0 < m[schema.PROGRAM_CACHE_READ_S] <= m[schema.PROGRAM_BACKEND_S]
+            split = m[schema.PROGRAM_TRACE_S] + m[schema.PROGRAM_LOWER_S] + m[schema.PROGRAM_BACKEND_S]
+            assert split <= m[schema.COMPILE_S]
 
 
 def test_steady_efficiency_compares_the_counts_steady_cost_and_the_table_shows_each_count_s_account():
