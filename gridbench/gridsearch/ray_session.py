@@ -250,7 +250,7 @@ def _no_collection():
     A collection that frees an object reference calls into Ray's core worker; in the moment between the
     worker's reset and Python dropping it, that call ends the process (Ray's QuickExit, status 1). Seen
     once in CI: a finished search exited 1 with Ray's "core worker has already been shutdown" line from a
-    thread other than the main one. Two threads collect: any thread that allocates (automatic collection),
+    thread other than the main one. Two kinds of thread collect: any that allocates (automatic collection),
     and Ray's own PythonGCThread, which collects when the raylet asks. After Ray is gone, garbage is harmless.
     """
     _stop_rays_collector()
