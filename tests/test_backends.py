@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -53,6 +54,26 @@ def test_a_backend_that_is_not_installed_is_a_user_error(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "jax" else real_find_spec(name))
     with pytest.raises(UserError, match=r"backend jax is not installed \(pip install 'gridbench\[jax\]'\)"):
         plan_search(load_spec("digits"), SearchOptions(backend="jax"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "backend", "message"),
+    [
+        (
+            load_spec("digits").with_overrides({"train_loop": "compiled"}),
+            "torch",
+            "train_loop=compiled needs --backend jax",
+        ),
+        (load_spec("digits").with_execution("fused"), None, "--execution fused needs --backend jax"),
+    ],
+)
+def test_what_a_known_backend_cannot_run_is_refused_before_ray_starts(monkeypatch, spec, backend, message):
+    """Named, or a CPU search's default: the backend needs no probe, so its refusals come before Ray's start."""
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    started = []
+    with pytest.raises(UserError, match=re.escape(message)):
+        plan_search(spec, SearchOptions(backend=backend), while_probing=lambda *args: started.append(args))
+    assert started == []
 
 
 # --- Which backend a search takes when none is named ---------------------------------------------------------
