@@ -7,13 +7,12 @@ subprocess (JAX on CPU), without Ray; one lean search checks what MLflow receive
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from test_cli import gridbench
 from test_records import _callback, _tune_trial, outcome
 from test_search import runs_of
+from trainings import run_python
 
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, plan_search
@@ -207,9 +206,7 @@ def same_as_alone(model: str, env: dict | None = None) -> dict:
     import json
 
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", **(env or {})}
-    result = subprocess.run(
-        [sys.executable, "-c", SAME_AS_ALONE, model], capture_output=True, text=True, env=env, timeout=600
-    )
+    result = run_python("-c", SAME_AS_ALONE, model, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from storereads import program_sources, trial_runs
+from trainings import run_python
 
 from gridbench import compile_cache
 from gridbench.errors import UserError
@@ -120,7 +121,7 @@ print(json.dumps(rows))
     for devices in (1, 2):
         env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}  # fmt: skip
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+        out = run_python("-c", script, capture_output=True, text=True, env=env, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         results[devices] = json.loads(out.stdout.splitlines()[-1])
     for name in ("mlp", "cnn"):

@@ -6,6 +6,7 @@ import os
 import types
 
 import pytest
+from trainings import run_python
 
 
 class _JaxDevice:
@@ -59,8 +60,6 @@ def test_the_estimator_runs_under_gridsearchcv():
 def test_the_compiled_loop_trains_the_same_keras_model_as_fit():
     """Same model, optimizer and data; only the loop differs, so accuracy must land alike."""
     pytest.importorskip("jax")
-    import subprocess
-    import sys
 
     script = """
 from gridbench import datasets
@@ -79,7 +78,7 @@ for loop in ("fit", "compiled"):
           round(loss, 3), round(session.evaluate()["test_accuracy"], 3))
 """
     env = {**__import__("os").environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    out = run_python("-c", script, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()}
     fit, compiled = rows["fit"], rows["compiled"]
@@ -95,8 +94,6 @@ def test_a_reused_program_trains_exactly_as_a_fresh_one(kept_environ, device):
     """Two trials of one program in one worker: the second compiles nothing and learns exactly what it would alone."""
     pytest.importorskip("jax")
     import json
-    import subprocess
-    import sys
 
     script = """
 import json, sys
@@ -123,9 +120,7 @@ for c in sys.argv[2].split(","):
     env.update({"JAX_PLATFORMS": "cpu"} if device == "cpu" else gpu)
     for name in ("mlp", "cnn"):
         # One worker: b compiles its program, a and then b again find it compiled.
-        out = subprocess.run(
-            [sys.executable, "-c", script, name, "b,a,b", device], capture_output=True, text=True, env=env
-        )
+        out = run_python("-c", script, name, "b,a,b", device, capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr[-3000:]
         fresh, other, reused = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
         assert fresh[1:3] == ["FINISHED", "no"] and fresh[3] > 0.05
@@ -147,8 +142,6 @@ def test_a_program_from_an_earlier_searchs_cache_is_said_so_and_trains_exactly_a
     """
     pytest.importorskip("jax")
     import json
-    import subprocess
-    import sys
 
     script = """
 import json, sys
@@ -169,8 +162,7 @@ for loop in ("compiled", "fit"):
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     runs = []
     for _ in ("earlier search", "later search"):
-        command = [sys.executable, "-c", script, str(tmp_path / "cache")]
-        out = subprocess.run(command, capture_output=True, text=True, env=env)
+        out = run_python("-c", script, str(tmp_path / "cache"), capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr[-3000:]
         rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
         runs.append({row[0]: row[1:] for row in rows})
@@ -190,8 +182,6 @@ def test_a_reused_fit_program_is_not_retraced_and_trains_exactly_as_a_fresh_one(
     """Keras fit in one worker: a second trial of a program trains the kept model without tracing its step again."""
     pytest.importorskip(backend)
     import json
-    import subprocess
-    import sys
 
     script = """
 import json, sys
@@ -222,7 +212,7 @@ for name in ("mlp", "cnn"):  # SciKeras' estimator, and a family's KerasFitSessi
                           "compile_s" in m, m.get("warmup_epoch_s"), m.get("test_accuracy"), m.get("train_loss")]))
 """
     env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", script, backend], capture_output=True, text=True, env=env, timeout=300)
+    out = run_python("-c", script, backend, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
     rows = {tuple(row[:2]): row for row in printed}
