@@ -11,7 +11,7 @@ initialisation, first allocations). With several trials at once, the trials' par
 divided by the concurrency: the account is of wall time, as a user waits for it.
 
 The parts partition the timeline, so they add up to the whole command by construction;
-what the account claims is checked from outside (tests/test_account_e2e.py). Pure
+what the account claims is checked from outside (tests/test_compare_e2e.py). Pure
 arithmetic: no Ray, no store.
 """
 

@@ -1,9 +1,11 @@
-"""Compare end to end: two real `digits` searches, the comparison in MLflow, the UI in a real browser."""
+"""Compare end to end: two real `digits` searches, the comparison in MLflow, the UI in a real browser, and
+the account of each search against its wall time, with a projection checked against the larger pair run."""
 
 from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import re
 import shutil
@@ -14,6 +16,9 @@ from pathlib import Path
 
 import pytest
 from test_search import runs_of
+
+from gridbench import account
+from gridbench.tracking import read_search, schema
 
 pytestmark = pytest.mark.slow
 
@@ -28,16 +33,34 @@ def gridbench(*args, cwd):
     return result
 
 
+def timed_search(store: str, cwd, epochs: int, cores: str) -> tuple[str, float]:
+    """`gridbench search digits` on JAX with no compile cache, as a user runs it: its parent run and its wall time."""
+    start = time.perf_counter()
+    result = gridbench("search", "digits", "--cpus-per-trial", cores, "--backend", "jax", "--set", f"epochs={epochs}",
+                       "--compile-cache", "off", "--tracking-uri", store, cwd=cwd)  # fmt: skip
+    wall = time.perf_counter() - start
+    assert "where the whole command's" in result.stdout
+    return result.stdout.split("parent run ")[1].split()[0], wall
+
+
+# A CPU pair on this machine's two cores: one trial per core against a trial on both.
+CORES = ("1", "2")
+
+
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
-    """Two CPU searches of digits (1 and 2 cores per trial) and their comparison, as JSON."""
+def small_pair(tmp_path_factory) -> tuple[Path, list[tuple[str, float]]]:
+    """Two CPU searches of digits (1 and 2 cores per trial, 2 epochs) in one store: its directory, (run, wall) each."""
     directory = tmp_path_factory.mktemp("compare")
     store = f"sqlite:///{directory / 'mlflow.db'}"
-    for cores in ("1", "2"):
-        gridbench("search", "digits", "--cpus-per-trial", cores, "--set", "epochs=3", "--tracking-uri", store,
-                  cwd=directory)  # fmt: skip
-    _, parents, _ = runs_of(store, "digits")
-    ids = [r.info.run_id for r in sorted(parents, key=lambda r: r.data.tags["cpus_per_trial"])]
+    return directory, [timed_search(store, directory, 2, cores) for cores in CORES]
+
+
+@pytest.fixture(scope="module")
+def compared(small_pair):
+    """The two searches and their comparison, as JSON, with an HTML page beside the store."""
+    directory, searches = small_pair
+    store = f"sqlite:///{directory / 'mlflow.db'}"
+    ids = [run_id for run_id, _ in searches]
     page = directory / "page.html"
     result = gridbench("compare", *ids, "--format", "json", "--tracking-uri", store, "--html", str(page), cwd=directory)
     return store, ids, json.loads(result.stdout)
@@ -107,7 +130,7 @@ def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared
         dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
                              capture_output=True, text=True, timeout=180).stdout  # fmt: skip
         text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style).*?</\1>", "", dom, flags=re.S)))
-        assert text.count("digits cpu tensorflow") >= 2, text[:2000]  # both searches' parent runs
+        assert text.count("digits cpu jax") >= 2, text[:2000]  # both searches' parent runs
         assert comparison.info.run_name in text
 
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -197,3 +220,40 @@ def test_the_ui_stops_its_server_on_sigterm(compared):
     finally:
         if ui.poll() is None:
             ui.kill()
+
+
+def compare_json(store: str, cwd, run_ids, *extra) -> dict:
+    result = gridbench("compare", *run_ids, "--tracking-uri", store, "--format", "json", *extra, cwd=cwd)
+    return json.loads(result.stdout)
+
+
+def test_the_account_adds_up_to_the_command_and_a_projection_holds_when_the_larger_pair_runs(small_pair, tmp_path):
+    """The account against real searches: measured from outside, then the pair run at the projected size."""
+    directory, small = small_pair
+    # A store of its own: the comparisons and searches this test adds stay out of the tests above.
+    shutil.copy(directory / "mlflow.db", tmp_path / "mlflow.db")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for run_id, wall in small:
+        recorded = read_search(store, run_id).metrics
+        parts = account.Account.from_metrics(recorded)
+        assert parts is not None and parts.whole_command_s == pytest.approx(recorded[schema.WHOLE_COMMAND_S])
+        # What the parts add up to is the command as measured from outside it, within 2%.
+        assert parts.whole_command_s == pytest.approx(wall, rel=0.02)
+        assert min(parts.parts().values()) >= 0 and parts.training_s > 0 and parts.startup_s > 0
+
+    projected = compare_json(store, tmp_path, [r for r, _ in small], "--project", "epochs=6")
+    (asked,) = [row for row in projected["projection"] if row["label"] == "asked (--project)"]
+    large = [timed_search(store, tmp_path, 6, cores)[0] for cores in CORES]
+    measured = compare_json(store, tmp_path, large)
+    errors = {}
+    for index, search in enumerate(measured["searches"]):
+        predicted = asked["searches"][index]["makespan_s"]["value"]
+        errors[search["label"]] = predicted / search["makespan_s"] - 1
+    speedup = measured["pairings"][0]["speedup_as_run"]
+    errors["speedup"] = asked["speedup"]["value"] / speedup - 1
+    print("projection errors:", errors)
+    # A check of magnitude, not of the 15% the GPU validation meets (docs/results/h100-projection.md): on two cores
+    # shared with the other test worker, one search's start-up and epochs swing by seconds between runs (seen in
+    # CI: +7%, -29% and +50% on the speedup; alone: -14%, -2%, -13%; on a clean clone at 176e732, +117% on the
+    # 1-core search's makespan and -51% on the speedup). Within a factor of 3 either way.
+    assert all(abs(math.log1p(error)) <= math.log(3) for error in errors.values()), errors
