@@ -222,9 +222,11 @@ for name in ("mlp", "cnn"):  # SciKeras' estimator, and a family's KerasFitSessi
         # Not retraced; and fit has no compile phase, so no compile_s is claimed for it.
         assert reused[2:6] == ["FINISHED", "yes", 0, False], (name, reused)
         assert not first[5] and not fresh[5]
-        # The saving shows in the warm-up epoch: on JAX it is the whole trace and compile
-        # (about 100x on the developer machine); on TensorFlow about 2x.
-        assert reused[6] < fresh[6] / (10 if backend == "jax" else 1.2), (name, reused[6], fresh[6])
+        # The saving shows in the warm-up epoch on JAX, where it is the whole trace and compile (about 100x on the
+        # developer machine). On TensorFlow it is about 2x alone, and a clean clone at 72c687b saw 1.14x on CI's
+        # busy cores: there the count of traces above is the check, not a clock.
+        if backend == "jax":
+            assert reused[6] < fresh[6] / 10, (name, reused[6], fresh[6])
         # Same initial state, optimizer state, seeds and shuffles through the same step: the same numbers, bit for bit.
         assert reused[7:] == fresh[7:], name
         assert reused[7:] != first[7:]  # and b did not merely repeat a
