@@ -3,7 +3,7 @@
 Ray starts each search's workers at niceness 15 (its `worker_niceness`) and keeps its own processes, and the
 search's driver, at 0. A training started here at 0 outweighs the other test worker's trials 1024 to 36 (the
 kernel's weights for niceness 0 and 15): a one-trial torch search took 62 s beside test_families' in-process
-training at niceness 0, 32 s beside it at 15, and about 29 s alone (2 cores, 2026-11-25). At 15, a training
+training at niceness 0, 31 s beside it at 15, and about 29 s alone (2 cores, 2026-11-25). At 15, a training
 here shares the cores with a trial as one trial with another, and Ray's own processes still answer first.
 """
 
