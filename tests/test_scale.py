@@ -119,8 +119,8 @@ print(json.dumps(rows))
 """
     results = {}
     for devices in (1, 2):
-        env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-               "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}  # fmt: skip
+        flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"  # conftest's too
+        env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
         out = run_python("-c", script, capture_output=True, text=True, env=env, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         results[devices] = json.loads(out.stdout.splitlines()[-1])
