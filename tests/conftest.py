@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from stores import new_store
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
@@ -90,5 +91,5 @@ def fake_probes(monkeypatch) -> FakeProbes:
 
 @pytest.fixture
 def store(tmp_path) -> str:
-    """A fresh SQLite MLflow store in a temporary directory."""
-    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+    """A new, empty SQLite MLflow store in a temporary directory."""
+    return new_store(tmp_path)

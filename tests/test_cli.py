@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from stores import new_store
 
 from gridbench.environment import usable_cores, visible_gpu_count
 
@@ -144,10 +145,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
 def test_the_ui_refuses_a_port_in_use(tmp_path):
     import socket
 
-    from mlflow import MlflowClient
-
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    MlflowClient(store).search_experiments()  # a store, so that only the port is wrong
+    store = new_store(tmp_path)  # a store, so that only the port is wrong
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import requests
+from stores import new_store
 
 from gridbench.tracking.ui import HOST, free_port, server_command
 
@@ -20,7 +21,7 @@ def mlflow_server(tmp_path):
     port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     server = subprocess.Popen(
-        server_command(f"sqlite:///{tmp_path / 'server.db'}", port),
+        server_command(new_store(tmp_path, "server.db"), port),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -106,7 +107,7 @@ def test_a_search_on_two_nodes_records_every_trial_once_in_the_server(mlflow_ser
 
 def test_a_local_search_starts_its_own_ray_beside_a_running_cluster(two_node_cluster, tmp_path):
     """Ray's ray.init() joins the latest cluster started on the machine; a local search must not."""
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     args = [
         "digits",
         "--tracking-uri",

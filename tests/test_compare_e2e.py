@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stores import new_store
 from test_search import runs_of
 
 from gridbench import account
@@ -51,7 +52,7 @@ CORES = ("1", "2")
 def small_pair(tmp_path_factory) -> tuple[Path, list[tuple[str, float]]]:
     """Two CPU searches of digits (1 and 2 cores per trial, 2 epochs) in one store: its directory, (run, wall) each."""
     directory = tmp_path_factory.mktemp("compare")
-    store = f"sqlite:///{directory / 'mlflow.db'}"
+    store = new_store(directory)
     return directory, [timed_search(store, directory, 2, cores) for cores in CORES]
 
 

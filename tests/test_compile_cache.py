@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from storereads import program_sources
+from stores import new_store
 
 from gridbench import compile_cache
 from gridbench.gridsearch import SearchOptions, plan_search
@@ -60,6 +61,7 @@ def search(tmp_path: Path, cache: Path, *extra: str) -> subprocess.Popen:
 @pytest.mark.slow
 def test_two_searches_share_a_cold_cache_at_once_and_corrupt_entries_are_compiled_again(tmp_path):
     cache = tmp_path / "cache"
+    new_store(tmp_path)  # the searches' store (search() names it)
     first, second = search(tmp_path, cache), search(tmp_path, cache)
     for process in (first, second):
         output = process.communicate(timeout=600)[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from stores import new_store
 
 from gridbench.comparison.pairing import time_to_target
 from gridbench.gridsearch import SearchOptions, SearchResult, plan_search
@@ -113,7 +114,7 @@ def test_a_learning_rate_that_diverges_is_recorded_diverged_in_a_real_search(tmp
 
     from gridbench.gridsearch import run_search
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     spec = load_spec("digits").with_overrides(
         {"optimizer": "sgd", "hidden_layers": "4", "hidden_units": "256", "epochs": "2"},
         {"learning_rate": ["0.01", "10"]},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from stores import new_store
 from test_cli import gridbench
 from test_records import _callback, _tune_trial, outcome
 from test_search import runs_of
@@ -242,7 +243,7 @@ def test_on_a_gpu_a_fused_configuration_trains_as_it_does_alone(model):
 
 @pytest.mark.slow
 def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_path):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     result = gridbench(
         "search", "digits", "--backend", "jax", "--execution", "fused", "--set", "epochs=2",
         "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.01,0.1", "--grid", "dropout=0,0.2",
@@ -284,7 +285,7 @@ def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_on_a_gpu_a_fused_search_trains_each_group_on_the_gpu(tmp_path):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     result = gridbench(
         "search", "digits", "--device", "gpu", "--backend", "jax", "--gpus", "1", "--execution", "fused",
         "--grid", "dropout=0,0.2", "--tracking-uri", store,

@@ -8,6 +8,7 @@ import json
 import time
 
 import pytest
+from stores import new_store
 
 from gridbench.cli import main
 from gridbench.errors import UserError
@@ -23,7 +24,7 @@ from gridbench.tracking.sync import sync_journal
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
     """One SQLite store for the module (creating one takes seconds); each test has a search of its own in it."""
-    return f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+    return new_store(tmp_path_factory.mktemp("store"))
 
 
 class Outage:

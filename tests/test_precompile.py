@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from stores import new_store
 from test_cli import gridbench
 from test_search import runs_of
 
@@ -79,7 +80,7 @@ def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_wha
 
 @pytest.mark.slow
 def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while_ray_started(tmp_path):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     # A cache of its own: what other tests' searches left in the shared one would not be compiled again.
     result = gridbench(
         "search", "digits", "--backend", "jax", "--set", "train_loop=compiled", "--set", "epochs=2",
@@ -124,7 +125,7 @@ def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_on_a_gpu_the_trials_load_the_programs_compiled_while_ray_started(tmp_path):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     # A cache of its own: what other tests' searches left in the shared one would not be compiled again.
     result = gridbench(
         "search", "digits", "--device", "gpu", "--backend", "jax", "--gpus", "1", "--set", "epochs=2",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from storereads import program_sources, trial_runs
+from stores import new_store
 from trainings import run_python
 
 from gridbench import compile_cache
@@ -135,7 +136,7 @@ print(json.dumps(rows))
 def scaled(tmp_path_factory) -> tuple[str, dict, Path]:
     """One real `scale` over 1 and 2 cores, read by the tests below: its store, its JSON report and its --out."""
     tmp_path = tmp_path_factory.mktemp("scale")
-    store, out = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "out"
+    store, out = new_store(tmp_path), tmp_path / "out"
     env = {**os.environ, compile_cache.CACHE_DIR_ENV: str(tmp_path / "cache")}  # cold: the warm-up compiles
     result = subprocess.run(
         [sys.executable, "-m", "gridbench", "scale", "digits", "--cpus", "1,2", "--backend", "jax",

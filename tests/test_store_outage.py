@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stores import new_store_file
 
 from gridbench.tracking import schema
 from gridbench.tracking.journal import read_journal
@@ -76,7 +77,7 @@ class TrackingServer:
 
 @pytest.fixture
 def server(tmp_path):
-    server = TrackingServer(tmp_path / "backend.db", free_port(), tmp_path / "server.log")
+    server = TrackingServer(new_store_file(tmp_path / "backend.db"), free_port(), tmp_path / "server.log")
     server.start()
     yield server
     server.stop()

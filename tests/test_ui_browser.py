@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from stores import new_store
 from test_compare_e2e import ARTIFACTS, CHROMIUM_FLAGS, chromium
 
 from gridbench.tracking import schema
@@ -56,7 +57,7 @@ def gridbench(*args, cwd):
 @pytest.fixture(scope="module")
 def recorded_pair(tmp_path_factory):
     directory = tmp_path_factory.mktemp("ui")
-    store = f"sqlite:///{directory / 'mlflow.db'}"
+    store = new_store(directory)
     ids = [record_search(store, "cpu", 1.0), record_search(store, "cpu", 2.0)]
     compared = gridbench("compare", *ids, "--tracking-uri", store, "--html", "report.html", cwd=directory)
     assert compared.returncode == 0, compared.stderr

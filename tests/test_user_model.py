@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stores import new_store
 
 import gridbench
 from gridbench.datasets import user as user_data
@@ -320,7 +321,7 @@ def test_the_example_runs_through_the_api_and_to_pandas_matches_the_store(tmp_pa
 
     # The example's module is in examples/, on no worker's path: Ray's runtime_env uploads it.
     assert str(EXAMPLE.parent) not in os.environ.get("PYTHONPATH", "") and str(EXAMPLE.parent) not in sys.path
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     result = gridbench.search(
         str(EXAMPLE), params={"epochs": 2, "filters": 8}, grid={"learning_rate": [0.003, 0.01]}, tracking_uri=store
     )
