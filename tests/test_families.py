@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from datafiles import make_cifar10, make_imdb, make_text
+from stores import new_store
 from trainings import run_python
 
 from gridbench import datasets
@@ -247,27 +248,25 @@ def test_the_families_without_a_search_here_train_on_tensorflow(data_dir, kept_e
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", SEARCHED)
 def test_a_family_of_each_dataset_runs_as_a_tiny_search(experiment, data_dir, tmp_path, mnist_dir):
-    """`gridbench search` on a two-configuration grid of a family of each dataset, as CI can run it."""
+    """A search (the Python API's, as the command line's) on a two-configuration grid of a family of each dataset."""
+    import gridbench
+
     model = FAMILY_EXPERIMENTS[experiment]
     # The CNN's search reads the real MNIST: 2,000 of its 60,000 training images.
     shrink = {"filters": 8, "train_size": 2000} if model == "cnn" else SMALL[model]
     spec = load_spec(experiment)
     axis = next(a for a in spec.grid if a not in shrink)  # two configurations of an axis the shrinking leaves alone
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    fixed = {other: spec.grid[other][0] for other in spec.grid if other not in (axis, *shrink)}
+    store = new_store(tmp_path)
     data = str(mnist_dir) if spec.dataset == "mnist" else str(data_dir)
-    args = [experiment, "--data-dir", data, "--tracking-uri", store, "--set", "epochs=2"]
-    args += [arg for name, value in shrink.items() for arg in ("--set", f"{name}={value}")]
-    args += ["--grid", f"{axis}={','.join(map(str, spec.grid[axis][:2]))}"]
-    args += [
-        arg
-        for other in spec.grid
-        if other not in (axis, *shrink)
-        for arg in ("--set", f"{other}={spec.grid[other][0]}")
-    ]
-    result = subprocess.run(
-        [sys.executable, "-m", "gridbench", "search", *args], capture_output=True, text=True, timeout=600
+    # In this test process: the driver's imports (MLflow, Ray, Tune: about 6 CPU seconds) are paid once per worker.
+    gridbench.search(
+        experiment,
+        params={"epochs": 2, **shrink, **fixed},
+        grid={axis: list(spec.grid[axis][:2])},
+        tracking_uri=store,
+        data_dir=data,
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     from mlflow import MlflowClient
 
     from gridbench.tracking import experiment_name
@@ -285,7 +284,7 @@ def test_a_family_of_each_dataset_runs_as_a_tiny_search(experiment, data_dir, tm
 
 @pytest.mark.slow
 def test_a_synthetic_search_is_tagged_and_never_reports_accuracy(tmp_path):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     args = ["mnist-cnn", "--synthetic", "--tracking-uri", store, "--set", "epochs=2", "--set", "filters=4"]
     args += ["--set", "train_size=512", "--set", "learning_rate=0.001", "--set", "batch_size=128"]
     args += ["--grid", "precision=float32,mixed_bfloat16"]

@@ -8,6 +8,7 @@ from sklearn.base import clone
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.model_selection import GridSearchCV
+from stores import new_store
 
 from gridbench.workloads import kernel_ridge
 from gridbench.workloads.kernel_ridge import RBFKernelRidgeClassifier, one_vs_rest_targets, rbf_gram
@@ -99,18 +100,12 @@ def test_cupy_matches_kernel_ridge(dtype, tolerance, solver):
 
 @pytest.mark.slow
 def test_a_kernel_search_shares_each_gram_matrix_among_its_alphas_and_says_so(tmp_path):
-    import subprocess
-    import sys
-
     from test_search import runs_of
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    result = subprocess.run(
-        [sys.executable, "-m", "gridbench", "search", "kernels-digits", "--tracking-uri", store,
-         "--cpus-per-trial", "1"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
+    import gridbench
+
+    store = new_store(tmp_path)
+    gridbench.search("kernels-digits", tracking_uri=store, cpus_per_trial=1)  # in this process, as test_backends
     _, (parent,), children = runs_of(store, "kernels-digits")
     assert parent.data.tags["timing.train"] == "fit_s" and parent.data.tags["backend"] == "numpy/cupy"
     assert len(children) == 12 and all(c.info.status == "FINISHED" for c in children)
@@ -139,7 +134,7 @@ def test_the_scikit_learn_baselines_are_recorded_as_searches_that_compare_pairs(
 
     from test_search import runs_of
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
 
     def gridbench(*args):
         return subprocess.run([sys.executable, "-m", "gridbench", *args, "--tracking-uri", store],

@@ -12,7 +12,9 @@ import sys
 
 import fakes
 import pytest
+from stores import new_store
 
+import gridbench
 from gridbench.environment import usable_cores
 from gridbench.gridsearch import SearchOptions, plan_search, run_search
 from gridbench.spec import load_spec
@@ -107,7 +109,7 @@ def test_a_crashed_worker_fails_its_trial_and_loses_no_finished_one(store):
 
 def test_digits_search_end_to_end_through_the_cli(tmp_path):
     """The README's main job: real Keras trials under Ray, every one in MLflow."""
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_store(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store],
         capture_output=True,
@@ -161,33 +163,16 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
     assert sum(c.data.metrics["import_s"] > 1.0 for c in children) <= int(parent.metrics["concurrency"])
 
 
-def test_mnist_search_reads_the_real_file(tmp_path, mnist_dir):
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gridbench",
-            "search",
-            "mnist",
-            "--tracking-uri",
-            store,
-            "--set",
-            "epochs=2",
-            "--set",
-            "hidden_units=64",
-            "--set",
-            "batch_size=512",
-            "--grid",
-            "learning_rate=0.001",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env={**os.environ, "GRIDBENCH_DATA_DIR": str(mnist_dir)},
+def test_mnist_search_reads_the_real_file(tmp_path, mnist_dir, monkeypatch):
+    store = new_store(tmp_path)
+    monkeypatch.setenv("GRIDBENCH_DATA_DIR", str(mnist_dir))
+    # Through the Python API, in this test process, whose MLflow and Ray are imported already.
+    gridbench.search(
+        "mnist",
+        params={"epochs": 2, "hidden_units": 64, "batch_size": 512},
+        grid={"learning_rate": [0.001]},
+        tracking_uri=store,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     _, parents, children = runs_of(store, "mnist")
     assert parents[0].data.tags["data.path"] == str((mnist_dir / "mnist.npz").resolve())
     assert len(children) == 1
