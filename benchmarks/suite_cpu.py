@@ -45,9 +45,11 @@ def kind(command: list[str], name: str) -> str:
         return "mlflow server"
     if "chrom" in name:
         return "chromium"
-    if "xdist" in text or "execnet" in text or "pytest" in text:
-        return "pytest"
-    if command[0].endswith("nice") or (len(command) > 1 and command[1] == "-c"):
+    if "-c" in command[1:3] and "sys.stdin.readline" in text:  # execnet's bootstrap: an xdist worker
+        return "pytest worker (the tests themselves, their in-process searches)"
+    if any(part.rsplit("/", 1)[-1] == "pytest" for part in command[:3]) or "pytest" in command[1:3]:
+        return "pytest (the main process)"
+    if command[0].endswith("nice") or "-c" in command[1:3]:  # tests' paths (/tmp/pytest-of-...) may be in it
         return "python -c (tests' own trainings and probes)"
     if "ray" in text and "start" in text:
         return "ray start (clusters)"
@@ -58,6 +60,7 @@ def kind(command: list[str], name: str) -> str:
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
+MY_PID = os.getpid()
 
 
 def cpu_seconds(pid: str) -> float | None:
@@ -72,7 +75,7 @@ def cpu_seconds(pid: str) -> float | None:
 
 def read(readings: dict[int, tuple[str, float]], before: dict[int, float]) -> None:
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == MY_PID:  # the reader is counted once, below
             continue
         used = cpu_seconds(entry)
         if used is None:
