@@ -100,29 +100,31 @@ import json, sys
 from gridbench.datasets import find
 from gridbench.trial import TrialContext, run_trial
 from gridbench.workloads import WORKLOADS
-name = sys.argv[1]
-params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
-params.update(epochs=3, batch_size=32, train_loop="compiled", optimizer="adam", hidden_units=32)
 device = sys.argv[3]
-context = TrialContext(name, params, find.locate("digits"), device, "jax", cpus=2, seed=0,
-                       gpus_per_trial=1.0 if device == "gpu" else 0.0)
 configs = {"a": {"learning_rate": 0.003, "dropout": 0.1}, "b": {"learning_rate": 0.001, "dropout": 0.3}}
-for c in sys.argv[2].split(","):
-    out = run_trial(configs[c], context).to_dict()
-    m = out["metrics"]
-    print(json.dumps([c, out["status"], out["tags"].get("program.reused"), m.get("compile_s"),
-                      m.get("test_accuracy"), m.get("train_loss"), out["tags"].get("device.actual")]))
+for name in sys.argv[1].split(","):
+    params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
+    params.update(epochs=3, batch_size=32, train_loop="compiled", optimizer="adam", hidden_units=32)
+    context = TrialContext(name, params, find.locate("digits"), device, "jax", cpus=2, seed=0,
+                           gpus_per_trial=1.0 if device == "gpu" else 0.0)
+    for c in sys.argv[2].split(","):
+        out = run_trial(configs[c], context).to_dict()
+        m = out["metrics"]
+        print(json.dumps([name, c, out["status"], out["tags"].get("program.reused"), m.get("compile_s"),
+                          m.get("test_accuracy"), m.get("train_loss"), out["tags"].get("device.actual")]))
 """
     env = {**os.environ, "KERAS_BACKEND": "jax"}
     # On a GPU, XLA's reductions may use atomics, so two runs of one executable differ in rounding
     # (0.9% in loss after 3 epochs, measured on an H100) unless it is told to be deterministic.
     gpu = {"CUDA_VISIBLE_DEVICES": "0", "XLA_FLAGS": "--xla_gpu_deterministic_ops=true"}
     env.update({"JAX_PLATFORMS": "cpu"} if device == "cpu" else gpu)
+    # One worker (one process, as a Ray worker trains trial after trial), each model in turn: b compiles its
+    # program, a and then b again find it compiled.
+    out = run_python("-c", script, "mlp,cnn", "b,a,b", device, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
     for name in ("mlp", "cnn"):
-        # One worker: b compiles its program, a and then b again find it compiled.
-        out = run_python("-c", script, name, "b,a,b", device, capture_output=True, text=True, env=env)
-        assert out.returncode == 0, out.stderr[-3000:]
-        fresh, other, reused = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+        fresh, other, reused = [row[1:] for row in printed if row[0] == name]
         assert fresh[1:3] == ["FINISHED", "no"] and fresh[3] > 0.05
         assert other[1:3] == ["FINISHED", "yes"] and other[3] < fresh[3] / 10
         assert reused[:3] == ["b", "FINISHED", "yes"] and reused[3] < fresh[3] / 10
