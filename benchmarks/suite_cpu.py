@@ -1,7 +1,7 @@
 """Where a command's CPU time goes on the whole machine, by kind of process: for the test suite's budget.
 
 Runs a command (e.g. the suite's pytest line) while this process reads the CPU time of every process on the
-machine every 0.25 s (psutil). Ray daemonises some of its processes, so they are not the command's children;
+machine from /proc every 0.25 s (psutil only names each process, once). Ray daemonises some of its processes, so they are not the command's children;
 reading all of them and subtracting what each had used before the start counts them. A process's last reading
 stands for its whole life: one that ends between two readings loses at most 0.25 s, and one that lives less
 than that is missed. The reader's own CPU time is shown on a line of its own.
@@ -64,7 +64,8 @@ MY_PID = os.getpid()
 
 
 def cpu_seconds(pid: str) -> float | None:
-    """User and system time of one process, from /proc (psutil for every process, 4 times a second, cost 6%)."""
+    """User and system time of one process, read from /proc: psutil's reading of every process 4 times a second
+    cost 6% of the machine."""
     try:
         with open(f"/proc/{pid}/stat") as file:
             fields = file.read().rsplit(")", 1)[1].split()
