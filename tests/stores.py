@@ -8,23 +8,21 @@ search does with a store that is not there yet (test_store_uris, test_cli, test_
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 from pathlib import Path
 
-_made: Path | None = None
 _HOLDER = tempfile.TemporaryDirectory(prefix="gridbench-test-store-")  # goes with this test process
 
 
+@functools.cache
 def _made_by_mlflow() -> Path:
-    global _made
-    if _made is None:
-        from mlflow import MlflowClient
+    from mlflow import MlflowClient
 
-        path = Path(_HOLDER.name) / "mlflow.db"
-        MlflowClient(f"sqlite:///{path}").search_experiments()  # creates the tables and runs the migrations
-        _made = path
-    return _made
+    path = Path(_HOLDER.name) / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()  # creates the tables and runs the migrations
+    return path
 
 
 def new_store_file(path: Path) -> Path:

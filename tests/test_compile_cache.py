@@ -50,19 +50,19 @@ def test_a_cache_directory_that_cannot_be_written_leaves_the_search_compiling_in
     assert "compiling in this search's own directory instead" in line and compile_cache.CACHE_DIR_ENV in line
 
 
-def search(tmp_path: Path, cache: Path, *extra: str) -> subprocess.Popen:
+def search(tmp_path: Path, store: str, cache: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, compile_cache.CACHE_DIR_ENV: str(cache)}
     command = [sys.executable, "-m", "gridbench", "search", "digits", "--backend", "jax",
                "--set", "train_loop=compiled", "--set", "epochs=2",
-               "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", *extra]  # fmt: skip
+               "--tracking-uri", store, *extra]  # fmt: skip
     return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 @pytest.mark.slow
 def test_two_searches_share_a_cold_cache_at_once_and_corrupt_entries_are_compiled_again(tmp_path):
     cache = tmp_path / "cache"
-    new_store(tmp_path)  # the searches' store (search() names it)
-    first, second = search(tmp_path, cache), search(tmp_path, cache)
+    uri = new_store(tmp_path)
+    first, second = search(tmp_path, uri, cache), search(tmp_path, uri, cache)
     for process in (first, second):
         output = process.communicate(timeout=600)[0]
         assert process.returncode == 0, output[-3000:]
@@ -70,10 +70,9 @@ def test_two_searches_share_a_cold_cache_at_once_and_corrupt_entries_are_compile
     assert entries
     for entry in entries:  # every program's entry unreadable
         entry.write_bytes(b"not an XLA executable")
-    third = search(tmp_path, cache)
+    third = search(tmp_path, uri, cache)
     output = third.communicate(timeout=600)[0]
     assert third.returncode == 0, output[-3000:]
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
     run_id = output.split("parent run ")[1].split()[0]
     assert read_search(uri, run_id).metrics[schema.TRIALS_FINISHED] == 4
     assert read_search(uri, run_id).tags[schema.COMPILE_CACHE_STATE].endswith("MB")  # what it held: not empty

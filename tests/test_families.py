@@ -248,7 +248,7 @@ def test_the_families_without_a_search_here_train_on_tensorflow(data_dir, kept_e
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", SEARCHED)
 def test_a_family_of_each_dataset_runs_as_a_tiny_search(experiment, data_dir, tmp_path, mnist_dir):
-    """A search (the Python API's, as the command line's) on a two-configuration grid of a family of each dataset."""
+    """A search through the Python API on a two-configuration grid of a family of each dataset."""
     import gridbench
 
     model = FAMILY_EXPERIMENTS[experiment]
@@ -259,7 +259,7 @@ def test_a_family_of_each_dataset_runs_as_a_tiny_search(experiment, data_dir, tm
     fixed = {other: spec.grid[other][0] for other in spec.grid if other not in (axis, *shrink)}
     store = new_store(tmp_path)
     data = str(mnist_dir) if spec.dataset == "mnist" else str(data_dir)
-    # In this test process: the driver's imports (MLflow, Ray, Tune: about 6 CPU seconds) are paid once per worker.
+    # In this test process: the driver's imports (MLflow, Ray, Tune) are paid once per test worker, not per search.
     gridbench.search(
         experiment,
         params={"epochs": 2, **shrink, **fixed},
