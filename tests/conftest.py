@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,28 @@ def _gpu_visible() -> bool:
     return visible_gpu_count() > 0
 
 
+def pytest_configure(config):
+    # pytest-xdist's --dist loadfile hands files to the workers in the collection's order (set below) instead of
+    # by their number of tests, which put test_cli's 58 quick tests first and test_compare_e2e's 8 long ones late.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _longest_files_first(items, gpu_tests_skipped: bool) -> None:
+    """The files with the most `slow` tests that run here go first, each file's tests together and in their order,
+    so that the two workers start the long files early and the run does not end on one of them alone."""
+    weight = Counter(
+        item.path
+        for item in items
+        if item.get_closest_marker("slow") and not (gpu_tests_skipped and item.get_closest_marker("gpu"))
+    )
+    items.sort(key=lambda item: -weight[item.path])  # stable
+
+
 def pytest_collection_modifyitems(config, items):
-    if _gpu_visible():
+    gpu_visible = _gpu_visible()
+    _longest_files_first(items, gpu_tests_skipped=not gpu_visible)
+    if gpu_visible:
         return
     skip = pytest.mark.skip(reason="needs a visible NVIDIA GPU")
     for item in items:
