@@ -40,7 +40,8 @@ def _gpu_visible() -> bool:
 
 def pytest_configure(config):
     # pytest-xdist's --dist loadfile hands files to the workers in the collection's order (set below) instead of
-    # by their number of tests, which put test_cli's 58 quick tests first and test_compare_e2e's 8 long ones late.
+    # by their number of tests, which would put test_cli's 58 quick tests first and test_compare_e2e's 8 long ones
+    # after most files.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
