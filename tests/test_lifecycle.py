@@ -390,8 +390,9 @@ def test_sigterm_kills_the_parent_records_running_trials_and_leaves_nothing(tmp_
 
 @pytest.mark.slow
 def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(tmp_path, store):
-    # 20 epochs, so that trials are still to run when the kill comes, on a fast machine too: there (2026-11-26) a
-    # trial after a worker's first took 0.33-0.49 s at 2 epochs and 1.6-1.8 s at 20.
+    # 20 epochs, so that trials are still to run when the kill comes, on a fast machine too. There (2026-11-26) a
+    # digits trial after a worker's first took 0.33-0.49 s at 2 epochs (2 cores a trial) and 1.6-1.8 s at 20 (1 core
+    # a trial, two at once).
     command = _search_command(store, "--set", "learning_rate=0.01", "--set", "epochs=20", "--max-concurrent", "1")
     command += ["--grid", "hidden_units=16,32,64"]
     tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths live under it
