@@ -79,34 +79,42 @@ def trial_parts(metrics: Mapping[str, float], train_metric: str = schema.STEADY_
     return {"warmup_s": 0.0, "training_s": 0.0, "epochs": 0}
 
 
+def _units(members: Sequence[tuple[str, float, float, Mapping[str, float]]]) -> list[tuple[str, list[int]]]:
+    """The Ray trials among the records, as (worker, indices of its records), in the order they started.
+
+    Records that share a worker and a start are the members of one fused or grouped trial.
+    """
+    units: dict[tuple[str, float], list[int]] = {}
+    for index, (worker, started_at, _, _) in enumerate(members):
+        units.setdefault((worker, round(started_at, 3)), []).append(index)
+    return sorted(((worker, indices) for (worker, _), indices in units.items()),
+                  key=lambda unit: min(members[i][1] for i in unit[1]))  # fmt: skip
+
+
+def _unit_timing(worker: str, records: Sequence[tuple], train_metric: str) -> TrialTiming:
+    """One Ray trial from its members' records: their wall, compile and training are shares and add up; imports
+    are the worker's, once."""
+    parts = [trial_parts(metrics, train_metric) for _, _, _, metrics in records]
+    return TrialTiming(
+        worker=worker,
+        started_at=min(r[1] for r in records),
+        ended_at=max(r[2] for r in records),
+        wall_s=sum(m.get(schema.TRIAL_WALL_S, 0.0) for *_, m in records),
+        import_s=max(m.get(schema.IMPORT_S, 0.0) for *_, m in records),
+        compile_s=sum(m.get(schema.COMPILE_S, 0.0) for *_, m in records),
+        warmup_s=sum(p["warmup_s"] for p in parts),
+        training_s=sum(p["training_s"] for p in parts),
+        epochs=max(p["epochs"] for p in parts),
+    )
+
+
 def timings_of(
     members: Iterable[tuple[str, float, float, Mapping[str, float]]], train_metric: str
 ) -> list[TrialTiming]:
-    """TrialTimings from (worker, started_at, ended_at, metrics) records, one per Ray trial.
-
-    Records that share a worker and a start are the members of one fused or grouped trial:
-    their wall, compile and training are shares and add up; imports are the worker's, once.
-    """
-    units: dict[tuple[str, float], list] = {}
-    for worker, started_at, ended_at, metrics in members:
-        units.setdefault((worker, round(started_at, 3)), []).append((started_at, ended_at, metrics))
-    timings = []
-    for (worker, _), records in units.items():
-        parts = [trial_parts(metrics, train_metric) for _, _, metrics in records]
-        timings.append(
-            TrialTiming(
-                worker=worker,
-                started_at=min(r[0] for r in records),
-                ended_at=max(r[1] for r in records),
-                wall_s=sum(m.get(schema.TRIAL_WALL_S, 0.0) for _, _, m in records),
-                import_s=max(m.get(schema.IMPORT_S, 0.0) for _, _, m in records),
-                compile_s=sum(m.get(schema.COMPILE_S, 0.0) for _, _, m in records),
-                warmup_s=sum(p["warmup_s"] for p in parts),
-                training_s=sum(p["training_s"] for p in parts),
-                epochs=max(p["epochs"] for p in parts),
-            )
-        )
-    return sorted(timings, key=lambda t: t.started_at)
+    """TrialTimings from (worker, started_at, ended_at, metrics) records, one per Ray trial, in the order they
+    started."""
+    members = list(members)
+    return [_unit_timing(worker, [members[i] for i in indices], train_metric) for worker, indices in _units(members)]
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,46 @@ def per_trial(timings: Sequence[TrialTiming]) -> tuple[list[PerTrial], float, fl
         for index, t in enumerate(timings)
     ]
     return trials, sum(overhead_excess.values()), sum(warmup_excess.values())
+
+
+@dataclass(frozen=True)
+class TrialShare:
+    """One recorded trial's wall time split into what it paid once and what another trial like it would cost."""
+
+    worker_start_s: float  # its worker's imports and first-trial excess (0 for a worker's later trials)
+    program_s: float  # compiling or loading its program from the cache (0 once the program is reused)
+    steady_s: float  # the rest: setup, warm-up, epochs, evaluation
+    worker_first: bool  # it was its worker's first trial
+
+    @property
+    def one_off_s(self) -> float:
+        return self.worker_start_s + self.program_s
+
+
+def trial_shares(
+    members: Sequence[tuple[str, float, float, Mapping[str, float]]], train_metric: str
+) -> list[TrialShare]:
+    """Each record's wall time as one-off parts (the worker's start, the program's first use) and its steady cost,
+    in the records' order: the account's own split (per_trial), shared equally among a fused trial's members."""
+    # A record without its worker (host:pid unrecorded) cannot be told a worker's first: it stands alone.
+    members = [(w if w.strip(":") else f"?{i}", *rest) for i, (w, *rest) in enumerate(members)]
+    units = _units(members)
+    timings = [_unit_timing(worker, [members[i] for i in indices], train_metric) for worker, indices in units]
+    overhead_excess, warmup_excess = _worker_excess(timings)
+    overhead_excess = {u: v for u, v in overhead_excess.items() if not units[u][0].startswith("?")}
+    shares: list[TrialShare | None] = [None] * len(members)
+    for unit, (_, indices) in enumerate(units):
+        start = (
+            timings[unit].import_s
+            + overhead_excess.get(unit, 0.0)
+            + warmup_excess.get(unit, 0.0) * (unit in overhead_excess)
+        )
+        for index in indices:
+            metrics = members[index][3]
+            worker_start, program = start / len(indices), metrics.get(schema.COMPILE_S, 0.0)
+            steady = max(0.0, metrics.get(schema.TRIAL_WALL_S, 0.0) - worker_start - program)
+            shares[index] = TrialShare(worker_start, program, steady, unit in overhead_excess)
+    return shares
 
 
 def with_gaps(trials: Sequence[PerTrial], gaps_s: float, slots: int) -> tuple[PerTrial, ...]:

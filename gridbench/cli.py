@@ -534,22 +534,26 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: argparse.Namespace) -> None:
-    """Reads the searches, compares them, prints the result and logs it to MLflow as its own run (unless --no-log)."""
+    """Reads the searches, compares them, prints the result and logs it to MLflow as its own run (unless --no-log);
+    the verdict comes last."""
     from pathlib import Path
 
     from gridbench.comparison import artifacts as compare_artifacts
-    from gridbench.comparison import compare
     from gridbench.comparison import report as compare_report
     from gridbench.comparison.prices import PriceTable
     from gridbench.comparison.projection import parse_sizes
-    from gridbench.tracking import read_search
 
-    if len(run_ids) < 2:
-        raise UserError("compare needs at least two searches; give two run ids or --experiment NAME")
     prices = PriceTable.load(args.prices, args.price)
     sizes = parse_sizes(args.project, getattr(args, "max_trials", None) or 10_000)
-    searches = [read_search(tracking_uri, run_id) for run_id in run_ids]
-    comparison = compare(searches, prices, target=args.target, allow_mismatch=args.allow_mismatch, project=sizes)
+    if len(run_ids) == 1 and sizes:
+        _project_one(run_ids[0], tracking_uri, prices, sizes, args)
+        return
+    if len(run_ids) < 2:
+        raise UserError(
+            "compare needs at least two searches, or one with --project (e.g. --project epochs=20); give run ids "
+            "or --experiment NAME"
+        )
+    comparison = _read_and_compare(run_ids, tracking_uri, prices, sizes, args)
     if args.output_format == "table":
         compare_report.print_table(console, comparison)
     else:
@@ -574,6 +578,50 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         print(f"comparison not logged (--no-log){where}", file=out)
     else:
         print(f"comparison logged to MLflow as run {run_id} (plots, tables, JSON, report.html){where}", file=out)
+    for verdict in comparison.verdicts:  # the answer, last
+        print(verdict.text, file=out)
+
+
+def _read_and_compare(run_ids: list[str], tracking_uri: str, prices, sizes, args: argparse.Namespace):
+    """The searches and the other runs of each (for the run-to-run spread), compared; a --project size that
+    cannot be projected is refused before anything is printed or written, except after a search's own runs."""
+    from gridbench.comparison import compare
+    from gridbench.comparison.projection import asked_problem
+    from gridbench.tracking import earlier_runs, read_search
+
+    searches = [read_search(tracking_uri, run_id) for run_id in run_ids]
+    history = {s.run_id: earlier_runs(tracking_uri, s) for s in searches}
+    comparison = compare(
+        searches, prices, target=args.target, allow_mismatch=args.allow_mismatch, project=sizes, history=history
+    )
+    problems = [p for pairing in comparison.pairings if (p := asked_problem(pairing.projection))] if sizes else []
+    if problems and args.command == "compare":
+        raise UserError(f"--project {args.project}: cannot project {problems[0]}")
+    return comparison
+
+
+def _project_one(run_id: str, tracking_uri: str, prices, sizes, args: argparse.Namespace) -> None:
+    """compare RUN --project SIZE: one search's own time and cost at another size, projected."""
+    import json
+
+    from gridbench.comparison import spread, verdict
+    from gridbench.comparison.pairing import search_price
+    from gridbench.comparison.projection import project_search
+    from gridbench.tracking import earlier_runs, read_search
+
+    search = read_search(tracking_uri, run_id)
+    projected = project_search(
+        search, search_price(search, prices), spread.run_to_run(search, earlier_runs(tracking_uri, search)), sizes
+    )
+    if args.output_format == "json":
+        print(json.dumps({**projected.to_dict(), "verdict": verdict.of_search(projected)}, indent=1))
+        return
+    print(
+        f"{search.label}: makespan {search.metrics.get('makespan_s', 0.0):.1f} s as run; projected to "
+        f"{', '.join(f'{k} {v}' for k, v in projected.size.items())}: a model, not a measurement "
+        f"(interval: the trials' spread and {projected.spread.describe()})"
+    )
+    print(verdict.of_search(projected))
 
 
 def _compare_view_line(comparison, tracking_uri: str) -> str:

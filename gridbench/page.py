@@ -14,6 +14,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
+.verdict { font-size: 1.25em; border-left: 4px solid #2a7; padding: 0.4em 0.8em; background: #f3faf6; }
 .headline { display: flex; gap: 1em; flex-wrap: wrap; }
 .figure { border: 1px solid #ccc; border-radius: 6px; padding: 0.6em 1em; min-width: 11em; }
 .figure b { display: block; font-size: 1.6em; }

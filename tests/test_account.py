@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from gridbench import account
-from gridbench.comparison import compare
+from gridbench.comparison import compare, spread
 from gridbench.comparison import report as compare_report
 from gridbench.comparison.prices import PriceTable
 from gridbench.comparison.projection import parse_sizes
@@ -148,8 +149,12 @@ def test_the_projection_returns_the_measured_search_at_its_own_size_and_scales_e
     assert asked.makespan_s[1].value == pytest.approx(7 + 600 * (0.4 + 50 * 0.05))
     cpu_asked = 4 + 600 * (0.5 + 50 * 2.0)
     assert asked.speedup.value == pytest.approx(cpu_asked / (7 + 600 * 2.9))
-    # Identical trials: no spread, so the interval is the point.
-    assert (asked.speedup.low, asked.speedup.high) == pytest.approx((asked.speedup.value,) * 2)
+    # Identical trials: no spread of their own, so the interval is the run-to-run floor's alone (no history).
+    floors = [spread.floor(device) for device in ("cpu", "gpu")]
+    sds = [math.hypot(f.pace * 600 * cost, f.one_off_s) for f, cost in zip(floors, (100.5, 2.9))]
+    relative = math.hypot(sds[0] / cpu_asked, sds[1] / asked.makespan_s[1].value)
+    assert asked.speedup.low == pytest.approx(asked.speedup.value * math.exp(-1.959964 * relative))
+    assert asked.speedup.high == pytest.approx(asked.speedup.value * math.exp(1.959964 * relative))
     # Cost: 16 cores at $0.05 against 1 H100 at $3 (the GPU search's 16 cores are not held by its trials' price).
     cost_ratio = cpu_asked * 0.8 / (asked.makespan_s[1].value * 3.8)
     assert asked.cost_ratio == pytest.approx(cost_ratio)
@@ -199,7 +204,7 @@ def test_the_table_shows_the_account_and_the_projection_and_says_it_is_one():
     assert "## Where the time went" in text and "per-trial overhead" in text
     assert "Projected to other sizes" in text and "10x configurations" in text
     assert "a model, not a measurement" in text
-    assert "speedup as run" in text and "steady" in text
+    assert "whole search as run" in text and "the trials without the one-off parts" in text
 
 
 def test_searches_with_failed_or_single_trials_are_not_projected_and_say_why():

@@ -161,7 +161,7 @@ def test_outputs_carry_the_same_figures(tmp_path):
     assert [r["configuration"] for r in rows] == ["a=1 b=x", "a=1 b=y", "a=2 b=x"]
     assert float(rows[0]["steady_epoch_s_speedup"]) == pytest.approx(10.0)
     text = compare_report.markdown(result)
-    assert "CPU faster (trial wall time) for: a=2 b=x" in text and "| geometric mean |" in text
+    assert "CPU faster per trial (at steady cost) for: #3 a=2 b=x" in text and "| geometric mean |" in text
     plots = compare_report.plot(result, tmp_path)
     assert sorted(plots) == [f"plots/{name}" for name in sorted(compare_report.PLOTS)]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in plots.values())

@@ -13,7 +13,7 @@ def _s(value: float | None) -> str:
     return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
 
 
-def _x(value: float | None) -> str:
+def x(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}x"
 
 
@@ -38,18 +38,6 @@ def account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | 
     return headers, rows
 
 
-def speedup_lines(comparison: Comparison) -> list[str]:
-    lines = []
-    for index, pairing in enumerate(comparison.pairings, start=1):
-        lines.append(
-            f"{short_label(index)} ({pairing.other.label}) against base ({comparison.baseline.label}): whole-search "
-            f"speedup as run {_x(pairing.speedup_as_run)} (makespans, one-off parts included); steady "
-            f"{_x(pairing.speedup_steady)} (without start-up, compiling, workers' start and end: what a search "
-            f"costs where those are already paid)"
-        )
-    return lines
-
-
 def projection_rows(pairing: Pairing) -> tuple[list[str], list[list[str]]] | None:
     if pairing.projection is None or not pairing.projection.rows:
         return None
@@ -63,7 +51,7 @@ def _row(row: Row) -> list[str]:
     if row.why_not:
         return [label, *size, "-", "-", "not projected", "-"]
     base, other = row.makespan_s
-    speedup = f"{row.speedup.value:.3g}x [{row.speedup.low:.3g}-{row.speedup.high:.3g}]"
+    speedup = row.speedup.text()
     cost = "-" if row.cost_ratio is None else f"{row.cost_ratio:.3g}"
     return [label, *size, _s(base.value), _s(other.value), speedup, cost]
 
@@ -82,15 +70,27 @@ def projection_notes(comparison: Comparison) -> list[str]:
                 lines.append(f"projection, {row.label}: not projected ({row.why_not})")
         for line in projection.break_even:
             lines.append(f"break-even, {pairing.other.label}: {line}")
+        if projection.rows:
+            lines.append(_interval_note(projection))
     if any(p.projection and p.projection.rows for p in comparison.pairings):
         lines.append(
             "projection: a model, not a measurement. Start-up, compiling, workers' start and end are held as "
             "measured; each trial's overhead and warm-up scale with the trials, its epochs with the epochs "
-            "(makespans in s; the interval is the trials' spread, bootstrapped). It assumes the same "
-            "mix of configurations (programs already compiled) and each trial keeping its resources; cost ratio = "
-            "base cost / other cost at the price table (above 1: the other is cheaper)"
+            "(makespans in s). It assumes the same mix of configurations (programs already compiled) and each trial "
+            "keeping its resources; cost ratio = base cost / other cost at the price table (above 1: the other is "
+            "cheaper)"
         )
     return lines
+
+
+def _interval_note(projection) -> str:
+    if projection.no_interval:
+        return f"projection's intervals: none ({projection.no_interval})"
+    spreads = "; ".join(f"{short_label(i)}: {s.describe()}" for i, s in enumerate(projection.spreads))
+    return (
+        "projection's intervals (95%): the trials' spread (trial to trial, epoch to epoch) and the spread between "
+        f"runs of the same search, which one run cannot see ({spreads})"
+    )
 
 
 def account_figure(comparison: Comparison):

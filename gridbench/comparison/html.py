@@ -15,7 +15,7 @@ from typing import Sequence
 
 from gridbench import page
 from gridbench.comparison import account_report, report
-from gridbench.comparison.pairing import Comparison, Pairing
+from gridbench.comparison.pairing import STEADY_TRIAL, Comparison, Pairing
 from gridbench.tracking import schema, ui
 from gridbench.tracking.read import SearchRun
 
@@ -90,6 +90,7 @@ def comparison_page(
     """The comparison's page, as text; it loads nothing from anywhere."""
     adjective = report.train_label(comparison)[1]
     parts = [f"<h1>{html.escape(comparison.experiment)}: {len(comparison.searches)} searches compared</h1>"]
+    parts += [f'<p class="verdict"><b>{html.escape(v.text)}</b></p>' for v in comparison.verdicts]
     parts.append(page.note(f"baseline: {comparison.baseline.label}; speedup = baseline time / other time"))
 
     parts.append(page.heading("Headline"))
@@ -97,9 +98,9 @@ def comparison_page(
         figures = comparison.figures[i]
         makespan = pairing.makespan_speedup
         cards = [
-            page.card("whole search (makespan)", f"{report.num(makespan)}x", _faster(makespan)),
+            page.card("whole search as run (makespans)", f"{report.num(makespan)}x", _faster(makespan)),
             page.card(f"per epoch ({adjective}, geomean)", f"{report.num(_geomean(comparison, pairing, 0))}x"),
-            page.card("per trial (wall, geomean)", f"{report.num(_geomean(comparison, pairing, 1))}x"),
+            page.card("per trial at steady cost (geomean)", f"{report.num(pairing.geomean_speedup[STEADY_TRIAL])}x"),
             page.card("relative time", report.num(figures.relative_time)),
             page.card("relative cost", report.num(figures.relative_cost), " (prices are inputs)"),
             page.card(
@@ -143,7 +144,7 @@ def account_section(comparison: Comparison) -> list[str]:
     rows = account_report.account_rows(comparison)
     if rows is None:
         return [page.note("No account: these searches were recorded before gridbench kept one.")]
-    lines = account_report.speedup_lines(comparison)
+    lines = [report.speedup_line(comparison, pairing) for pairing in comparison.pairings]
     return [page.chart("account", account_report.account_figure(comparison)), page.table(*rows), page.bullets(lines)]
 
 
@@ -179,8 +180,8 @@ def baseline_won(comparison: Comparison) -> str:
     found = []
     for pairing in comparison.pairings:
         against = f"against {pairing.other.label}"
-        found += [f"{against}: faster (trial wall time): {key}" for key in pairing.baseline_faster]
-        found += [f"{against}: cheaper per trial: {key}" for key in pairing.baseline_cheaper]
+        found += [f"{against}: faster per trial (at steady cost): {key}" for key in pairing.baseline_faster]
+        found += [f"{against}: cheaper per trial (at steady cost): {key}" for key in pairing.baseline_cheaper]
     heading = page.heading(f"Where the baseline won ({comparison.baseline.label})")
     nowhere = page.note("Nowhere: no configuration was faster or cheaper there.")
     return heading + (page.bullets(found) if found else nowhere)

@@ -11,17 +11,20 @@ there is no interval, and the table says so. Nothing here reads or writes MLflow
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from gridbench import account
-from gridbench.comparison import projection
+from gridbench.comparison import projection, spread, verdict
 from gridbench.comparison.prices import PriceTable
 from gridbench.comparison.statistics import Ratio, geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
 from gridbench.tracking import schema
 from gridbench.tracking.read import SearchRun, TrialRun
+from gridbench.tracking.records import config_numbers
 
 # Facts that must agree for a comparison to mean anything (refused unless allowed).
 MUST_MATCH = (schema.SPEC_NAME, schema.DATASET, schema.DATA_SYNTHETIC, schema.MODEL, schema.BACKEND, schema.METRIC)
@@ -35,6 +38,10 @@ ENVIRONMENT = (
     f"{schema.GPU_PREFIX}0.driver",
 )
 WALL = schema.TRIAL_WALL_S
+# A trial's wall time less what it paid once (its worker's start, its program's first use): what another trial
+# of the configuration costs. Derived here from the account's split (gridbench.account.trial_shares), not stored.
+STEADY_TRIAL = "steady_trial_s"
+ONE_OFF_IN_TRIAL = "one_off_in_trial_s"
 
 
 def timings(search: SearchRun) -> tuple[str, str]:
@@ -61,12 +68,18 @@ class ConfigRow:
     baseline: Mapping[str, float]  # geometric means of each of the comparison's timings
     other: Mapping[str, float]
     speedup: Mapping[str, Ratio]  # per timing
-    cost_ratio: float | None  # baseline cost / other cost for training this configuration once
+    cost_ratio: float | None  # baseline cost / other cost of one trial at its steady cost
     run_ids: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the trials' MLflow runs: baseline's, other's
+    # Whether every trial of the configuration was its worker's first (baseline, other): its steady figure is
+    # then that trial's with the worker's start taken out, not a later trial's.
+    first_only: tuple[bool, bool] = (False, False)
+    number: int = 0  # the configuration's number, the same in every table (gridbench.tracking.records)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "number": self.number,
             "config": dict(self.config),
+            "first_only": list(self.first_only),
             "repeats": list(self.repeats),
             "baseline": dict(self.baseline),
             "other": dict(self.other),
@@ -85,7 +98,8 @@ class Pairing:
     only_in_other: tuple[str, ...]
     geomean_speedup: Mapping[str, float | None]
     makespan_speedup: float | None
-    cpu_faster: tuple[str, ...]  # configurations where the CPU side trained faster (trial wall time)
+    # Where one side is a CPU: the configurations whose trial, at its steady cost, the CPU ran faster or cheaper.
+    cpu_faster: tuple[str, ...]
     cpu_cheaper: tuple[str, ...]
     # Without the one-off parts (start-up, compiling, workers' start, end): the trials at their steady cost.
     speedup_steady: float | None = None
@@ -130,6 +144,7 @@ class Comparison:
     timings: tuple[str, str] = (schema.STEADY_EPOCH_S, WALL)  # training-time metric, wall-time metric
     prices: Mapping[str, Any] = field(default_factory=dict)
     strategy_differences: tuple[str, ...] = ()  # how the searches ran (execution), where they differ
+    verdicts: tuple = ()  # one gridbench.comparison.verdict.Verdict per pairing: the answer, in one sentence
 
     @property
     def baseline(self) -> SearchRun:
@@ -165,6 +180,7 @@ class Comparison:
                     "projection": p.projection.to_dict() if p.projection else None,
                     "geomean_speedup": dict(p.geomean_speedup),
                     "configurations": {row.key: row.to_dict() for row in p.rows},
+                    "verdict": v.to_dict() if v else None,
                     "only_in_baseline": list(p.only_in_baseline),
                     "only_in_other": list(p.only_in_other),
                     "cpu_faster": list(p.cpu_faster),
@@ -172,8 +188,10 @@ class Comparison:
                     "baseline_faster": list(p.baseline_faster),
                     "baseline_cheaper": list(p.baseline_cheaper),
                 }
-                for p in self.pairings
+                for p, v in itertools.zip_longest(self.pairings, self.verdicts)
             ],
+            "verdict": self.verdicts[0].to_dict() if self.verdicts else None,
+            "verdicts": [v.to_dict() for v in self.verdicts],
             "mismatches": list(self.mismatches),
             "environment_differences": list(self.environment_differences),
             "strategy_differences": list(self.strategy_differences),
@@ -257,11 +275,15 @@ def _compiled_ahead(search: SearchRun) -> str:
     return f"by {processes} process(es) while Ray started" if processes else "no (in each program's first trial)"
 
 
-def _finished_by_config(search: SearchRun, metrics: tuple[str, str]) -> dict[str, list[TrialRun]]:
-    by_key: dict[str, list[TrialRun]] = {}
-    for trial in search.trials:
+def _finished_by_config(
+    search: SearchRun, metrics: tuple[str, str]
+) -> dict[str, list[tuple[TrialRun, account.TrialShare]]]:
+    """Each configuration's finished trials, with the account's split of their wall time."""
+    shares = account.trial_shares([(t.worker, t.started_s, t.ended_s, t.metrics) for t in search.trials], metrics[0])
+    by_key: dict[str, list[tuple[TrialRun, account.TrialShare]]] = {}
+    for trial, share in zip(search.trials, shares):
         if trial.finished and all(trial.metrics.get(m, 0) > 0 for m in metrics):
-            by_key.setdefault(trial.key, []).append(trial)
+            by_key.setdefault(trial.key, []).append((trial, share))
     return by_key
 
 
@@ -274,7 +296,7 @@ def _trial_price(search: SearchRun, prices: PriceTable) -> float | None:
     )
 
 
-def _search_price(search: SearchRun, prices: PriceTable) -> float | None:
+def search_price(search: SearchRun, prices: PriceTable) -> float | None:
     """$/hour of what the whole search held: the cores Ray was given and the GPUs it used."""
     return prices.per_hour(
         search.tags,
@@ -307,60 +329,64 @@ def compare(
     target: float | None = None,
     allow_mismatch: bool = False,
     project: Mapping[str, int] | None = None,
+    history: Mapping[str, Sequence[SearchRun]] | None = None,
 ) -> Comparison:
-    """Pairs each search with the first; `project` is a size to project the pairs to (projection.parse_sizes)."""
+    """Pairs each search with the first; `project` is a size to project the pairs to (projection.parse_sizes);
+    `history` holds earlier runs of each search (by run id), for the run-to-run spread of the intervals."""
     mismatches, differences = check_comparable(searches, allow_mismatch)
     base = searches[0]
-    metric = base.tags[schema.METRIC]
-    mode = base.tags[schema.METRIC_MODE]
+    metric, mode = base.tags[schema.METRIC], base.tags[schema.METRIC_MODE]
     if target is None and base.tags.get(schema.METRIC_TARGET):
         target = float(base.tags[schema.METRIC_TARGET])
     if base.tags[schema.DATA_SYNTHETIC] == "true":
         target = None  # random labels: no accuracy to wait for
-
     figures = _search_figures(searches, prices, metric, target, mode)
-
-    pairings = []
-    measured = timings(base)
-    base_trials = _finished_by_config(base, measured)
-    base_trial_price = _trial_price(base, prices)
-    for other in searches[1:]:
-        other_trials = _finished_by_config(other, measured)
-        other_trial_price = _trial_price(other, prices)
-        rows = _config_rows(base_trials, other_trials, measured, base_trial_price, other_trial_price)
-        cpu_faster, cpu_cheaper = _cpu_side(base, other, rows)
-        base_makespan, other_makespan = base.metrics.get(schema.MAKESPAN_S), other.metrics.get(schema.MAKESPAN_S)
-        pairings.append(
-            Pairing(
-                other=other,
-                rows=tuple(rows),
-                only_in_baseline=tuple(sorted(set(base_trials) - set(other_trials))),
-                only_in_other=tuple(sorted(set(other_trials) - set(base_trials))),
-                geomean_speedup={m: geometric_mean([r.speedup[m].value for r in rows]) for m in measured},
-                makespan_speedup=base_makespan / other_makespan if base_makespan and other_makespan else None,
-                cpu_faster=tuple(cpu_faster),
-                cpu_cheaper=tuple(cpu_cheaper),
-                speedup_steady=_steady_speedup(figures[0].account, figures[len(pairings) + 1].account),
-                projection=projection.project(
-                    base, other, (figures[0].price_per_hour, figures[len(pairings) + 1].price_per_hour), project or {}
-                ),
-                baseline_faster=tuple(r.key for r in rows if r.speedup[WALL].value < 1),
-                baseline_cheaper=tuple(r.key for r in rows if r.cost_ratio is not None and r.cost_ratio < 1),
-            )
-        )
-    return Comparison(
+    spreads = [spread.run_to_run(s, (history or {}).get(s.run_id, ())) for s in searches]
+    numbers = config_numbers(t.config for s in searches for t in s.trials)
+    pairings = tuple(
+        _pairing(searches, index, figures, spreads, prices, project or {}, numbers) for index in range(1, len(searches))
+    )
+    comparison = Comparison(
         experiment=base.tags.get(schema.SPEC_NAME, "?"),
         metric=metric,
         mode=mode,
         target=target,
         searches=tuple(searches),
         figures=tuple(figures),
-        pairings=tuple(pairings),
+        pairings=pairings,
         mismatches=tuple(mismatches),
         environment_differences=tuple(dict.fromkeys(differences)),
-        timings=measured,
+        timings=timings(base),
         prices=prices.describe([s.tags for s in searches]),
         strategy_differences=tuple(strategy_differences(searches)),
+    )
+    comparison.verdicts = tuple(verdict.of_pairing(comparison, p) for p in pairings)
+    return comparison
+
+
+def _pairing(searches, index, figures, spreads, prices, asked, numbers) -> Pairing:
+    """The search at `index` against the baseline: its configurations at their steady cost, and its projection."""
+    base, other = searches[0], searches[index]
+    measured = timings(base)
+    base_trials, other_trials = _finished_by_config(base, measured), _finished_by_config(other, measured)
+    rows = _config_rows(base_trials, other_trials, measured, _trial_price(base, prices), _trial_price(other, prices))
+    rows = [replace(row, number=numbers[row.key]) for row in rows]
+    cpu_faster, cpu_cheaper = _cpu_side(base, other, rows)
+    base_makespan, other_makespan = base.metrics.get(schema.MAKESPAN_S), other.metrics.get(schema.MAKESPAN_S)
+    prices_per_hour = (figures[0].price_per_hour, figures[index].price_per_hour)
+    return Pairing(
+        other=other,
+        rows=tuple(rows),
+        only_in_baseline=tuple(sorted(set(base_trials) - set(other_trials))),
+        only_in_other=tuple(sorted(set(other_trials) - set(base_trials))),
+        geomean_speedup={m: geometric_mean([r.speedup[m].value for r in rows]) for m in (*measured, STEADY_TRIAL)},
+        makespan_speedup=base_makespan / other_makespan if base_makespan and other_makespan else None,
+        cpu_faster=tuple(cpu_faster),
+        cpu_cheaper=tuple(cpu_cheaper),
+        speedup_steady=_steady_speedup(figures[0].account, figures[index].account),
+        projection=projection.project((base, other), prices_per_hour, (spreads[0], spreads[index]), asked),
+        baseline_faster=tuple(r.key for r in rows if r.speedup[STEADY_TRIAL].value < 1),
+        baseline_cheaper=tuple(r.key for r in rows if r.cost_ratio is not None and r.cost_ratio < 1),
     )
 
 
@@ -373,7 +399,7 @@ def _search_figures(
     base_cost = None
     for search in searches:
         makespan = search.metrics.get(schema.MAKESPAN_S)
-        price = _search_price(search, prices)
+        price = search_price(search, prices)
         cost = makespan / 3600 * price if makespan is not None and price is not None else None
         if search is base:
             base_cost = cost
@@ -395,19 +421,34 @@ def _search_figures(
 
 
 def _config_rows(base_trials, other_trials, measured, base_trial_price, other_trial_price) -> list[ConfigRow]:
-    """One row per configuration both searches finished: means, speedups with their intervals, cost ratio."""
+    """One row per configuration both searches finished: means at steady cost, speedups with their intervals,
+    cost ratio. `*_trials` map a configuration to its finished trials and their account shares."""
     rows = []
     for key in sorted(set(base_trials) & set(other_trials)):
         a, b = base_trials[key], other_trials[key]
-        speedup = {m: ratio_with_interval([t.metrics[m] for t in a], [t.metrics[m] for t in b]) for m in measured}
-        means_a = {m: geometric_mean([t.metrics[m] for t in a]) for m in measured}
-        means_b = {m: geometric_mean([t.metrics[m] for t in b]) for m in measured}
+        figures = (*measured, STEADY_TRIAL)
+        speedup = {m: ratio_with_interval(_values(a, m), _values(b, m)) for m in figures}
+        means_a = {m: geometric_mean(_values(a, m)) for m in figures}
+        means_b = {m: geometric_mean(_values(b, m)) for m in figures}
+        for means, found in ((means_a, a), (means_b, b)):
+            means[ONE_OFF_IN_TRIAL] = statistics.fmean(share.one_off_s for _, share in found)
         cost_ratio = None
         if base_trial_price and other_trial_price:
-            cost_ratio = (means_a[WALL] * base_trial_price) / (means_b[WALL] * other_trial_price)
-        ids = (tuple(t.run_id for t in a if t.run_id), tuple(t.run_id for t in b if t.run_id))
-        rows.append(ConfigRow(key, a[0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio, ids))
+            cost_ratio = (means_a[STEADY_TRIAL] * base_trial_price) / (means_b[STEADY_TRIAL] * other_trial_price)
+        ids = (tuple(t.run_id for t, _ in a if t.run_id), tuple(t.run_id for t, _ in b if t.run_id))
+        first_only = tuple(all(share.worker_first for _, share in found) for found in (a, b))
+        rows.append(
+            ConfigRow(key, a[0][0].config, (len(a), len(b)), means_a, means_b, speedup, cost_ratio, ids, first_only)
+        )
     return rows
+
+
+def _values(found: Sequence[tuple[TrialRun, account.TrialShare]], metric: str) -> list[float]:
+    """A configuration's trials' values of a recorded metric, or of their steady cost (STEADY_TRIAL)."""
+    if metric == STEADY_TRIAL:
+        # A trial of nothing but one-off parts (a share rounded to 0) keeps its wall time: never divide by 0.
+        return [share.steady_s if share.steady_s > 0 else t.metrics[WALL] for t, share in found]
+    return [t.metrics[metric] for t, _ in found]
 
 
 def _cpu_side(base: SearchRun, other: SearchRun, rows: Sequence[ConfigRow]) -> tuple[list[str], list[str]]:
@@ -417,7 +458,7 @@ def _cpu_side(base: SearchRun, other: SearchRun, rows: Sequence[ConfigRow]) -> t
     if base_is_cpu != other_is_cpu:
         for row in rows:
             # A speedup below 1 means the baseline was faster; flip when the CPU is the other side.
-            wall = row.speedup[WALL].value
+            wall = row.speedup[STEADY_TRIAL].value
             if (wall < 1) == base_is_cpu:
                 cpu_faster.append(row.key)
             if row.cost_ratio is not None and (row.cost_ratio < 1) == base_is_cpu:

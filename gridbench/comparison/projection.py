@@ -11,23 +11,37 @@ each trial's overhead (its share of the gaps between trials included) and warm-u
 with the trials, its epochs with the epochs. At the measured size the model returns the
 measured account exactly. It assumes the larger grid has the same mix of configurations
 (more learning rates, more repeats: programs already compiled) and that each trial keeps
-its resources. The interval is a bootstrap over the trials (their spread); the one-off
-parts are one measurement each and add no width. A projection is labelled as one.
+its resources. A projection is labelled as one.
+
+The interval adds up, as variances, the spread the run shows and the spread it cannot:
+
+- trial to trial: the standard error of the mean trial cost, widened to Student's t for
+  the number of trials (fewer than MIN_TRIALS trials: no interval, and the reason);
+- epoch to epoch: each trial's steady epochs' standard error, on the epochs' part;
+- run to run: how much the same search moves between runs on the same machine
+  (gridbench.comparison.spread: earlier runs in the store, or a measured floor), on the
+  trials' pace and on the one-off parts.
+
+A speedup's interval adds the two sides' relative variances on the log scale.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from gridbench import account
+from gridbench.comparison.spread import Spread
 from gridbench.errors import UserError
 from gridbench.tracking import schema
 from gridbench.tracking.read import SearchRun
 
 KEYS = ("epochs", "configs", "repeats", "concurrency")
-BOOTSTRAP_SAMPLES = 2000
+ASKED = "asked (--project)"
+MIN_TRIALS = 3  # fewer trials say nothing about their spread: no interval
+Z95 = 1.959964
 SPEEDUP_GOAL = 10.0  # the break-even point reported beside "cheaper": a GPU search 10x faster
 
 
@@ -72,8 +86,10 @@ class Model:
     fused: bool
     packed: bool
     price_per_hour: float | None
+    spread: Spread  # run to run, which one run cannot see
     # Ray trials per configuration and repeat: 1, or less where a fused group or an inner axis trains several.
     units_per_trial: float = 1.0
+    epoch_rel_se: float = 0.0  # the trials' steady epoch time: its relative standard error, typical over trials
 
     def trial_costs(self, epochs: int) -> list[float]:
         """Each measured trial's cost at `epochs` epochs: its overhead, its warm-up and its steady epochs."""
@@ -90,19 +106,39 @@ class Model:
     def makespan_s(self, *size) -> float:
         return self.whole_s(*size) - self.makespan_outside_s
 
+    def sd_at(self, epochs: int, configs: int, repeats: int, concurrency: int) -> float | None:
+        """The makespan's standard deviation at this size: trial to trial, epoch to epoch, run to run (seconds);
+        None with fewer than MIN_TRIALS trials."""
+        costs = self.trial_costs(epochs)
+        n = len(costs)
+        if n < MIN_TRIALS:
+            return None
+        from scipy.stats import t as student
+
+        scale = configs * repeats * self.units_per_trial / concurrency
+        mean = sum(costs) / n
+        training = scale * sum(trial.epoch_s * (epochs if self.epochs else 1) for trial in self.trials) / n
+        trials = scale * statistics.stdev(costs) / math.sqrt(n) * student.ppf(0.975, n - 1) / Z95
+        epochs_part = training * self.epoch_rel_se / math.sqrt(n)
+        pace = scale * mean * self.spread.pace
+        return math.sqrt(trials**2 + epochs_part**2 + pace**2 + self.spread.one_off_s**2)
+
     def price_at(self, concurrency: int) -> float | None:
         """$/hour at `concurrency` trials at once: each trial keeps its resources."""
         return None if self.price_per_hour is None else self.price_per_hour * concurrency / self.concurrency
 
 
-def model_of(search: SearchRun, price_per_hour: float | None) -> Model | str:
+def model_of(search: SearchRun, price_per_hour: float | None, spread: Spread) -> Model | str:
     """The search's model, or why it cannot be projected."""
     parts = account.Account.from_metrics(search.metrics)
     if parts is None:
         return f"{search.label}: recorded before gridbench kept an account (schema 6); run it again to project it"
     failed = [t for t in search.trials if not t.finished]
     if failed:
-        return f"{search.label}: {len(failed)} trial(s) did not finish; a projection needs every trial's costs"
+        return (
+            f"{search.label}: {len(failed)} trial(s) did not finish; a projection needs every trial's costs "
+            f"(finish them with `gridbench search ... --resume {search.run_id}`)"
+        )
     timings = account.timings_of(
         [(t.worker, t.started_s, t.ended_s, t.metrics) for t in search.trials], search.timing_train
     )
@@ -126,8 +162,21 @@ def model_of(search: SearchRun, price_per_hour: float | None) -> Model | str:
         fused=search.tags.get(schema.EXECUTION) == "fused",
         packed=search.tags.get(schema.DEVICE) == "gpu" and _float(search.tags.get(schema.GPUS_PER_TRIAL)) < 1,
         price_per_hour=price_per_hour,
+        spread=spread,
         units_per_trial=len(timings) / (configs * repeats),
+        epoch_rel_se=_epoch_rel_se(search),
     )
+
+
+def _epoch_rel_se(search: SearchRun) -> float:
+    """The median over trials of their steady epochs' standard error relative to their median (0 without epochs)."""
+    found = []
+    for trial in search.trials:
+        m = trial.metrics
+        epochs, median = m.get(schema.STEADY_EPOCHS, 0.0), m.get(schema.STEADY_EPOCH_S, 0.0)
+        if epochs >= 2 and median > 0 and schema.STEADY_EPOCH_STD_S in m:
+            found.append(m[schema.STEADY_EPOCH_STD_S] / median / math.sqrt(epochs))
+    return statistics.median(found) if found else 0.0
 
 
 def _float(text: str | None) -> float:
@@ -139,12 +188,42 @@ def _float(text: str | None) -> float:
 
 @dataclass(frozen=True)
 class Interval:
-    value: float
-    low: float
-    high: float
+    """A projected figure and its 95% interval; low and high are None where the trials are too few for one."""
 
-    def to_dict(self) -> dict[str, float]:
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
         return {"value": self.value, "low": self.low, "high": self.high}
+
+    def text(self, unit: str = "x") -> str:
+        value = f"{self.value:.3g}{unit}"
+        return value if self.low is None else f"{value} [{self.low:.3g}-{self.high:.3g}]"
+
+
+def makespan_interval(value: float, sd: float | None) -> Interval:
+    if sd is None:
+        return Interval(value)
+    return Interval(value, max(value - Z95 * sd, 0.0), value + Z95 * sd)
+
+
+def ratio_interval(makespans: Sequence[float], sds: Sequence[float | None]) -> Interval:
+    """base / other with the two sides' relative variances added on the log scale."""
+    ratio = makespans[0] / makespans[1]
+    if None in sds or min(makespans) <= 0:
+        return Interval(ratio)
+    relative = math.sqrt(sum((sd / m) ** 2 for sd, m in zip(sds, makespans)))
+    return Interval(ratio, ratio * math.exp(-Z95 * relative), ratio * math.exp(Z95 * relative))
+
+
+def too_few(models: Sequence[Model]) -> str | None:
+    """Why there is no interval: '2 trials: too few for an interval; use --repeats 3', or None."""
+    fewest = min(len(m.trials) for m in models)
+    if fewest >= MIN_TRIALS:
+        return None
+    repeats = math.ceil(MIN_TRIALS / max(1, min(m.configs for m in models)))
+    return f"{fewest} trial{'s' if fewest != 1 else ''}: too few for an interval; use --repeats {max(2, repeats)}"
 
 
 @dataclass(frozen=True)
@@ -193,6 +272,9 @@ class Projection:
     why_not: str | None = None  # the pair cannot be projected at all
     # The speedup along epochs and along configurations (the rest as run): axis -> ((x, speedup), ...).
     curves: dict = field(default_factory=dict)
+    no_interval: str | None = None  # why the figures have no interval ('2 trials: too few ...'), or None
+    spreads: tuple[Spread, ...] = ()  # each side's run-to-run spread, in the intervals
+    cheaper_from_epochs: int | None = None  # from this many epochs the other search is cheaper (projected)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -202,6 +284,8 @@ class Projection:
             "break_even": list(self.break_even),
             "why_not": self.why_not,
             "curves": {axis: [{"x": x, **s.to_dict()} for x, s in points] for axis, points in self.curves.items()},
+            "no_interval": self.no_interval,
+            "run_to_run": [s.to_dict() for s in self.spreads],
         }
 
 
@@ -216,28 +300,7 @@ def _why_not(model: Model, epochs: int, configs: int, repeats: int, concurrency:
     return None
 
 
-def _bootstrap(model: Model, size: tuple[int, int, int, int], rng, samples=BOOTSTRAP_SAMPLES) -> list:
-    """The makespan at `size` over `samples` resamplings of the trials (numpy: a 1,000-trial search in ms)."""
-    import numpy as np
-
-    epochs, *rest = size
-    costs = np.array(model.trial_costs(epochs))
-    means = costs[rng.integers(0, len(costs), size=(samples, len(costs)))].mean(axis=1)
-    return list(model.whole_at(means, *rest) - model.makespan_outside_s)
-
-
-def _generator(seed: int):
-    import numpy as np
-
-    return np.random.default_rng(seed)  # the same seed, the same interval: a comparison reads the same twice
-
-
-def _quantiles(values: list[float]) -> tuple[float, float]:
-    ordered = sorted(values)
-    return ordered[int(0.025 * (len(ordered) - 1))], ordered[int(math.ceil(0.975 * (len(ordered) - 1)))]
-
-
-def project_row(base: Model, other: Model, label: str, size: Mapping[str, int], seed: int = 0) -> Row:
+def project_row(base: Model, other: Model, label: str, size: Mapping[str, int]) -> Row:
     epochs = size.get("epochs", base.epochs)
     configs, repeats = size.get("configs", base.configs), size.get("repeats", base.repeats)
     # Each search keeps its own trials at once unless the size names it (both then run that many).
@@ -248,20 +311,17 @@ def project_row(base: Model, other: Model, label: str, size: Mapping[str, int], 
     reasons = [r for m, s in zip((base, other), sized) if (r := _why_not(m, *s))]
     if reasons:
         return Row(label, **shown, measured=measured, why_not="; ".join(reasons))
-    rng = _generator(seed)
-    samples = [_bootstrap(m, s, rng) for m, s in zip((base, other), sized)]
     points = [m.makespan_s(*s) for m, s in zip((base, other), sized)]
-    makespans = tuple(Interval(p, *_quantiles(v)) for p, v in zip(points, samples))
-    ratios = [a / b for a, b in zip(*samples) if b > 0]
+    sds = [m.sd_at(*s) for m, s in zip((base, other), sized)]
     prices = [m.price_at(s[3]) for m, s in zip((base, other), sized)]
     cost_ratio = points[0] * prices[0] / (points[1] * prices[1]) if None not in prices and prices[1] else None
     return Row(
         label,
         **shown,
         measured=measured,
-        makespan_s=makespans,
+        makespan_s=tuple(makespan_interval(p, sd) for p, sd in zip(points, sds)),
         whole_command_s=tuple(m.whole_s(*s) for m, s in zip((base, other), sized)),
-        speedup=Interval(points[0] / points[1], *_quantiles(ratios)),
+        speedup=ratio_interval(points, sds),
         cost_ratio=cost_ratio,
     )
 
@@ -313,12 +373,20 @@ def break_even(base: Model, other: Model) -> list[str]:
     return lines
 
 
+def cheaper_from_epochs(base: Model, other: Model) -> int | None:
+    """The fewest epochs from which the other search is cheaper, the rest as run (projected); None: never."""
+    if not (base.epochs and other.epochs and base.price_per_hour and other.price_per_hour):
+        return None
+    x = _crossing(_linear(base, "epochs"), _linear(other, "epochs"), other.price_per_hour / base.price_per_hour)
+    return None if x is None else max(2, math.ceil(x))
+
+
 CURVE_POINTS = (1, 2, 5, 10, 20, 50, 100)  # multiples of the measured epochs or configurations
 
 
-def curves(base: Model, other: Model, seed: int = 0) -> dict[str, tuple]:
-    """The speedup at multiples of the measured epochs and configurations, with its interval (fewer resamples)."""
-    rng, out = _generator(seed), {}
+def curves(base: Model, other: Model) -> dict[str, tuple]:
+    """The speedup at multiples of the measured epochs and configurations, with its interval."""
+    out = {}
     for axis in ("epochs", "configs"):
         measured = base.epochs if axis == "epochs" else base.configs
         if not measured or any(_why_not(m, *_sized(m, axis, measured * 2)) for m in (base, other)):
@@ -327,9 +395,8 @@ def curves(base: Model, other: Model, seed: int = 0) -> dict[str, tuple]:
         for multiple in CURVE_POINTS:
             sizes = [_sized(m, axis, measured * multiple) for m in (base, other)]
             values = [m.makespan_s(*s) for m, s in zip((base, other), sizes)]
-            samples = [_bootstrap(m, s, rng, samples=300) for m, s in zip((base, other), sizes)]
-            ratios = [a / b for a, b in zip(*samples) if b > 0]
-            points.append((measured * multiple, Interval(values[0] / values[1], *_quantiles(ratios))))
+            sds = [m.sd_at(*s) for m, s in zip((base, other), sizes)]
+            points.append((measured * multiple, ratio_interval(values, sds)))
         out[axis] = tuple(points)
     return out
 
@@ -348,9 +415,15 @@ def default_sizes(base: Model) -> list[tuple[str, dict[str, int]]]:
     ]
 
 
-def project(base_search: SearchRun, other_search: SearchRun, prices: Sequence[float | None], asked: Mapping[str, int]):
+def project(
+    searches: Sequence[SearchRun],
+    prices: Sequence[float | None],
+    spreads: Sequence[Spread],
+    asked: Mapping[str, int],
+) -> Projection:
     """The pair's projection at the default sizes and the one asked for (--project)."""
-    models = [model_of(s, p) for s, p in zip((base_search, other_search), prices)]
+    base_search, other_search = searches
+    models = [model_of(s, p, spread) for s, p, spread in zip(searches, prices, spreads)]
     reasons = [m for m in models if isinstance(m, str)]
     if reasons:
         return Projection(base_search.run_id, other_search.run_id, (), (), why_not="; ".join(reasons))
@@ -359,8 +432,83 @@ def project(base_search: SearchRun, other_search: SearchRun, prices: Sequence[fl
     if not base.epochs:
         sizes = [s for s in sizes if "epochs" not in s[1]]
     if asked:
-        sizes.append(("asked (--project)", dict(asked)))
+        sizes.append((ASKED, dict(asked)))
     rows = tuple(project_row(base, other, label, size) for label, size in sizes)
     return Projection(
-        base_search.run_id, other_search.run_id, rows, tuple(break_even(base, other)), curves=curves(base, other)
+        base_search.run_id,
+        other_search.run_id,
+        rows,
+        tuple(break_even(base, other)),
+        curves=curves(base, other),
+        no_interval=too_few(models),
+        spreads=tuple(spreads),
+        cheaper_from_epochs=cheaper_from_epochs(base, other),
+    )
+
+
+def asked_problem(projection: Projection | None) -> str | None:
+    """Why the size asked with --project was not projected, or None where it was (or none was asked)."""
+    if projection is None:
+        return None
+    if projection.why_not:
+        return projection.why_not
+    asked = [r for r in projection.rows if r.label == ASKED]
+    return asked[0].why_not if asked else None
+
+
+@dataclass(frozen=True)
+class SearchProjection:
+    """One search projected to another size: its makespan and whole command there, and their cost."""
+
+    run_id: str
+    label: str
+    size: Mapping[str, int]  # epochs, configs, repeats, concurrency
+    makespan_s: Interval
+    whole_command_s: float
+    cost: float | None  # $ at the search's price per hour
+    measured_makespan_s: float
+    no_interval: str | None
+    spread: Spread
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "size": dict(self.size),
+            "makespan_s": self.makespan_s.to_dict(),
+            "whole_command_s": self.whole_command_s,
+            "cost": self.cost,
+            "measured_makespan_s": self.measured_makespan_s,
+            "no_interval": self.no_interval,
+            "run_to_run": self.spread.to_dict(),
+        }
+
+
+def project_search(
+    search: SearchRun, price_per_hour: float | None, spread: Spread, asked: Mapping[str, int]
+) -> SearchProjection:
+    """One search at the size asked (compare RUN --project ...); a UserError says what cannot be projected."""
+    model = model_of(search, price_per_hour, spread)
+    if isinstance(model, str):
+        raise UserError(f"--project: cannot project {model}")
+    size = (
+        asked.get("epochs", model.epochs),
+        asked.get("configs", model.configs),
+        asked.get("repeats", model.repeats),
+        asked.get("concurrency", model.concurrency),
+    )
+    why = _why_not(model, *size)
+    if why:
+        raise UserError(f"--project: cannot project {why}")
+    makespan = model.makespan_s(*size)
+    price = model.price_at(size[3])
+    return SearchProjection(
+        run_id=search.run_id,
+        label=search.label,
+        size=dict(zip(KEYS, size)),
+        makespan_s=makespan_interval(makespan, model.sd_at(*size)),
+        whole_command_s=model.whole_s(*size),
+        cost=None if price is None else makespan / 3600 * price,
+        measured_makespan_s=search.metrics.get(schema.MAKESPAN_S, 0.0),
+        no_interval=too_few([model]),
+        spread=spread,
     )

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from gridbench.comparison import account_report
-from gridbench.comparison.pairing import Comparison, Pairing
+from gridbench.comparison.pairing import ONE_OFF_IN_TRIAL, STEADY_TRIAL, WALL, Comparison, Pairing
 from gridbench.comparison.statistics import Ratio, geometric_mean
 from gridbench.tables import Column, balanced, fitted
 from gridbench.tracking import schema
@@ -62,46 +62,76 @@ def search_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
 
 
 def config_rows(comparison: Comparison, pairing: Pairing) -> tuple[list[str], list[list[str]]]:
+    """Each configuration at its steady cost, then the one-off parts its trials paid: the two add up to the wall."""
     train, (column, adjective) = comparison.timings[0], train_label(comparison)
-    headers = ["configuration", "repeats", f"{column} (base, other)", f"{adjective} speedup [95% CI]",
-               "trial wall s (base, other)", "wall speedup [95% CI]", "cost ratio"]  # fmt: skip
+    headers = ["configuration", "repeats", f"{column} (base, other)", f"{EPOCH_SPEEDUP[adjective]} [95% CI]",
+               "trial s, steady (base, other)", "trial speedup [95% CI]", "cost ratio",
+               "+ one-off in trial s (base, other)", "= trial wall s (base, other)"]  # fmt: skip
     rows = []
     for row in pairing.rows:
+        marks = ["†" if first else "" for first in row.first_only]
         rows.append(
             [row.key, f"{row.repeats[0]}, {row.repeats[1]}",
              f"{num(row.baseline[train])}, {num(row.other[train])}",
              _ratio(row.speedup[train]),
-             f"{num(row.baseline['trial_wall_s'])}, {num(row.other['trial_wall_s'])}",
-             _ratio(row.speedup[schema.TRIAL_WALL_S]), num(row.cost_ratio)]
+             f"{num(row.baseline[STEADY_TRIAL])}{marks[0]}, {num(row.other[STEADY_TRIAL])}{marks[1]}",
+             _ratio(row.speedup[STEADY_TRIAL]), num(row.cost_ratio),
+             f"{num(row.baseline[ONE_OFF_IN_TRIAL])}, {num(row.other[ONE_OFF_IN_TRIAL])}",
+             f"{num(row.baseline[WALL])}, {num(row.other[WALL])}"]
         )  # fmt: skip
     rows.append(
         ["geometric mean", "", "", f"{num(pairing.geomean_speedup[train])}x", "",
-         f"{num(pairing.geomean_speedup['trial_wall_s'])}x", ""]
+         f"{num(pairing.geomean_speedup[STEADY_TRIAL])}x", "", "", ""]
     )  # fmt: skip
     return headers, rows
 
 
+# The per-configuration training figure's name: an epoch's speedup, or the workload's own (fit time).
+EPOCH_SPEEDUP = {"steady-state": "epoch speedup", "training": "fit speedup"}
+
+
 COST_RATIO = (
-    "cost ratio = the baseline's cost / the other's cost of training the configuration once: each side's trial "
-    "wall time x the $/hour of what one of its trials holds (its cores x the core price, plus its GPU share x the "
-    "GPU's price); above 1: cheaper on the other side, below 1: cheaper on the baseline"
+    "cost ratio = the baseline's cost / the other's cost of one trial of the configuration at its steady cost: "
+    "each side's steady trial time x the $/hour of what one of its trials holds (its cores x the core price, plus "
+    "its GPU share x the GPU's price); above 1: cheaper on the other side, below 1: cheaper on the baseline"
+)
+STEADY_NOTE = (
+    "trial s, steady = a trial's wall time less what it paid once: its worker's start (imports, device set-up) and "
+    "its program's first use (compiling or loading it); + one-off in trial = those parts; = trial wall s, as run. "
+    "The trial speedup, the cost ratio and where each side won use the steady figures"
 )
 
 
+def speedup_line(comparison: Comparison, pairing: Pairing) -> str:
+    """The pairing's speedups, each named for what it measures, and why they differ."""
+    index = comparison.pairings.index(pairing) + 1
+    at_once = (comparison.baseline.metrics.get(schema.CONCURRENCY), pairing.other.metrics.get(schema.CONCURRENCY))
+    trials = f"{num(at_once[0])} and {num(at_once[1])} trials at once" if None not in at_once else "as they ran"
+    train, adjective = comparison.timings[0], train_label(comparison)[1]
+    return (
+        f"{pairing.other.label} against {comparison.baseline.label}: whole search as run "
+        f"{num(pairing.speedup_as_run)}x (the makespans' ratio: the verdict's figure); the trials without the "
+        f"one-off parts {account_report.x(pairing.speedup_steady)} (the accounts' steady cost, {trials}); per "
+        f"configuration, one trial against one trial, geometric means: {EPOCH_SPEEDUP[adjective]} "
+        f"{num(pairing.geomean_speedup[train])}x, trial speedup {num(pairing.geomean_speedup[STEADY_TRIAL])}x "
+        f"('other' = {account_report.short_label(index)})"
+    )
+
+
 def notes(comparison: Comparison) -> list[str]:
+    """The detail under the tables, each line labelled; the verdict is not among them (it comes last)."""
     lines = []
     for pairing in comparison.pairings:
-        other = pairing.other.label
-        lines.append(
-            f"{other} against {comparison.baseline.label}: whole-search speedup {num(pairing.makespan_speedup)}x "
-            f"(makespan ratio); per configuration, geometric mean "
-            f"{num(pairing.geomean_speedup[comparison.timings[0]])}x {train_label(comparison)[1]}, "
-            f"{num(pairing.geomean_speedup['trial_wall_s'])}x trial wall time"
-        )
+        lines.append(speedup_line(comparison, pairing))
         if pairing.cpu_faster:
-            lines.append(f"CPU faster (trial wall time) for: {'; '.join(pairing.cpu_faster)}")
+            lines.append(f"CPU faster per trial (at steady cost) for: {_numbered(comparison, pairing.cpu_faster)}")
         if pairing.cpu_cheaper:
-            lines.append(f"CPU cheaper per trial for: {'; '.join(pairing.cpu_cheaper)}")
+            lines.append(f"CPU cheaper per trial (at steady cost) for: {_numbered(comparison, pairing.cpu_cheaper)}")
+        if any(any(r.first_only) for r in pairing.rows):
+            lines.append(
+                "†: every trial of this configuration was its worker's first; its steady figure is that trial's "
+                "with the worker's start taken out"
+            )
         if pairing.only_in_baseline or pairing.only_in_other:
             lines.append(
                 f"not compared (in one search only): {'; '.join(pairing.only_in_baseline + pairing.only_in_other)}"
@@ -128,7 +158,7 @@ def notes(comparison: Comparison) -> list[str]:
         "training share = the search's epochs at their steady time / (makespan x trials at once): the rest is "
         "start-up, compiling, warm-up, evaluation and idle slots"
     )
-    lines += account_report.speedup_lines(comparison) + account_report.projection_notes(comparison)
+    lines += [STEADY_NOTE, *account_report.projection_notes(comparison)]
     prices = comparison.prices
     gpu = ", ".join(
         f"{name} ${price}/h" if price is not None else f"{name} unpriced"
@@ -152,6 +182,7 @@ def markdown(comparison: Comparison) -> str:
     parts = [
         f"# {comparison.experiment}: {len(comparison.searches)} searches compared",
         "",
+        *[f"**{v.text}**\n" for v in comparison.verdicts],
         table(*search_rows(comparison)),
     ]
     for pairing in comparison.pairings:
@@ -176,16 +207,19 @@ def to_csv(comparison: Comparison) -> str:
     writer = csv.writer(buffer)
     times = [f"{m}_{side}" for m in comparison.timings for side in ("baseline", "other")]
     ratios = [f"{m}_speedup{suffix}" for m in comparison.timings for suffix in ("", "_ci95_low", "_ci95_high")]
-    writer.writerow(["baseline", "other", "configuration", "repeats_baseline", "repeats_other", *times, *ratios,
-                     "cost_ratio", "training_share_baseline", "training_share_other"])  # fmt: skip
+    figures = (*comparison.timings, STEADY_TRIAL)
+    times = [f"{m}_{side}" for m in figures for side in ("baseline", "other")]
+    ratios = [f"{m}_speedup{suffix}" for m in figures for suffix in ("", "_ci95_low", "_ci95_high")]
+    writer.writerow(["baseline", "other", "number", "configuration", "repeats_baseline", "repeats_other", *times,
+                     *ratios, "cost_ratio", "training_share_baseline", "training_share_other"])  # fmt: skip
     for i, pairing in enumerate(comparison.pairings, start=1):
         # The searches' shares, on each of their rows; empty where a search was recorded before them.
         shares = [comparison.figures[0].training_share, comparison.figures[i].training_share]
         for row in pairing.rows:
-            times = [side[m] for m in comparison.timings for side in (row.baseline, row.other)]
-            ratios = [getattr(row.speedup[m], part) for m in comparison.timings for part in ("value", "low", "high")]
+            times = [side[m] for m in figures for side in (row.baseline, row.other)]
+            ratios = [getattr(row.speedup[m], part) for m in figures for part in ("value", "low", "high")]
             ids = [comparison.baseline.run_id, pairing.other.run_id]
-            writer.writerow([*ids, row.key, *row.repeats, *times, *ratios, row.cost_ratio, *shares])
+            writer.writerow([*ids, row.number, row.key, *row.repeats, *times, *ratios, row.cost_ratio, *shares])
     return buffer.getvalue()
 
 
@@ -208,9 +242,13 @@ def columns(headers: list[str], rows: list[list[str]], keys: int = 1) -> list[Co
 
 
 def config_numbers(comparison: Comparison) -> dict[str, int]:
-    """Each compared configuration's number in the terminal's tables (#), the same in every pairing."""
-    keys = sorted({row.key for pairing in comparison.pairings for row in pairing.rows})
-    return {key: number for number, key in enumerate(keys, start=1)}
+    """Each compared configuration's number (#): the one the searches' own tables, the page and the JSON use."""
+    return {row.key: row.number for pairing in comparison.pairings for row in pairing.rows}
+
+
+def _numbered(comparison: Comparison, keys) -> str:
+    numbers = config_numbers(comparison)
+    return "; ".join(f"#{numbers[key]} {key}" if key in numbers else key for key in keys)
 
 
 def varying_axes(comparison: Comparison) -> tuple[list[str], dict[str, str]]:
@@ -310,7 +348,7 @@ def figures(comparison: Comparison) -> dict:
     if rows:
         fig, ax = plt.subplots(figsize=(8, 1.5 + 0.35 * len(rows)))
         train, adjective = comparison.timings[0], train_label(comparison)[1]
-        series = ((0.15, train, f"{adjective} time", "o"), (-0.15, schema.TRIAL_WALL_S, "trial wall", "s"))
+        series = ((0.15, train, f"{adjective} time", "o"), (-0.15, STEADY_TRIAL, "trial at steady cost", "s"))
         for offset, metric, name, marker in series:
             ratios = [r.speedup[metric] for r in rows]
             lows = [r.value - (r.low if r.low is not None else r.value) for r in ratios]
@@ -318,7 +356,7 @@ def figures(comparison: Comparison) -> dict:
             positions = [i + offset for i in range(len(rows))]
             values = [r.value for r in ratios]
             ax.errorbar(values, positions, xerr=[lows, highs], fmt=marker, capsize=3, label=name)
-        ax.set_yticks(range(len(rows)), [r.key for r in rows], fontsize=7)
+        ax.set_yticks(range(len(rows)), [f"#{r.number} {r.key}" for r in rows], fontsize=7)
         ax.axvline(1, color="grey", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("speedup = baseline time / other time (95% CI where repeated; 1 = no difference)")

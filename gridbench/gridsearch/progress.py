@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import math
+import shlex
 from typing import TYPE_CHECKING, Mapping
 
 from rich.console import Console
@@ -211,8 +212,7 @@ def print_search(console: Console, result: SearchResult) -> None:
         parts = account.Account(**s.account)
         console.print(
             f"where the whole command's {parts.whole_command_s:.1f} s went: {account.one_line(parts)}; paid once per "
-            f"search {parts.one_off_s:.1f} s, the trials' steady cost {parts.steady_s:.1f} s (what a larger search "
-            f"would take: gridbench compare ... --project)"
+            f"search {parts.one_off_s:.1f} s, the trials' steady cost {parts.steady_s:.1f} s"
         )
     console.print(
         f"first trial started {s.time_to_first_trial_s:.1f} s after the command; start-up {s.startup_s:.1f} s ("
@@ -246,6 +246,18 @@ def print_search(console: Console, result: SearchResult) -> None:
         )
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
+    if s.account and s.trials_finished == s.trials_total:
+        console.print(f"What it would take at another size (projected): {project_command(result)}", soft_wrap=True)
+
+
+def project_command(result: SearchResult) -> str:
+    """`python -m gridbench compare RUN --project epochs=N --tracking-uri URI`, ready to paste: 10x the epochs
+    (or the configurations, for a workload without a fixed number of epochs)."""
+    spec = result.plan.spec
+    epochs = spec.params.get("epochs")
+    size = f"epochs={int(epochs) * 10}" if isinstance(epochs, int) and epochs >= 2 else f"configs={spec.grid_size * 10}"
+    uri = shlex.quote(result.plan.tracking_uri)
+    return f"python -m gridbench compare {result.parent_run_id} --project {size} --tracking-uri {uri}"
 
 
 PROGRAM_SOURCES = ("compiled", "loaded from the compile cache", "reused")

@@ -1,6 +1,6 @@
 """The store: what is recorded (records.py), writing it to MLflow (store.py), reading it back (read.py), the UI."""
 
-from gridbench.tracking.read import SearchRun, TrialRun, latest_searches, read_search
+from gridbench.tracking.read import SearchRun, TrialRun, earlier_runs, latest_searches, read_search
 from gridbench.tracking.store import (
     MlflowRecorder,
     Recorder,
@@ -18,6 +18,7 @@ __all__ = [
     "SearchRun",
     "TrialRun",
     "check_tracking_uri",
+    "earlier_runs",
     "experiment_name",
     "latest_searches",
     "read_search",

@@ -194,3 +194,28 @@ def artifact_text(tracking_uri: str, run_id: str, name: str) -> str | None:
             )
         except (MlflowException, OSError):
             return None
+
+
+def earlier_runs(tracking_uri: str, search: SearchRun, limit: int = 5) -> list[SearchRun]:
+    """Up to `limit` other finished searches of the same experiment on the same host and device, newest first:
+    their parent runs only (no trials), for the run-to-run spread (gridbench.comparison.spread keeps those that
+    ran the same search the same way)."""
+    from mlflow import MlflowClient
+
+    quiet_mlflow()
+    client = MlflowClient(tracking_uri)
+    filters = [
+        f"tags.`{schema.KIND}` = 'search'",
+        f"attributes.status = '{SearchStatus.FINISHED.value}'",
+        *(f"tags.`{key}` = '{search.tags[key]}'" for key in (schema.DEVICE, schema.HOST) if search.tags.get(key)),
+    ]
+    runs = client.search_runs(
+        [search.experiment_id], filter_string=" and ".join(filters), order_by=["attributes.start_time DESC"],
+        max_results=limit + 1,
+    )  # fmt: skip
+    found = [
+        SearchRun(r.info.run_id, dict(r.data.tags), dict(r.data.params), dict(r.data.metrics), (), r.info.experiment_id)
+        for r in runs
+        if r.info.run_id != search.run_id
+    ]
+    return found[:limit]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
@@ -16,6 +16,26 @@ if TYPE_CHECKING:  # what the worker sends; the store's side never imports the w
 def config_key(config: Mapping[str, Any]) -> str:
     """A grid point as a stable, readable string: "batch_size=128 hidden_units=256"."""
     return " ".join(f"{k}={config[k]}" for k in sorted(config))
+
+
+def _order(config: Mapping[str, Any]) -> tuple:
+    """Axes by name, each value as a number where it reads as one: 256 before 1024, 0.0003 before 0.001."""
+
+    def value(text: Any) -> tuple:
+        try:
+            return (0, float(text), "")
+        except (TypeError, ValueError):
+            return (1, 0.0, str(text))
+
+    return tuple((axis, value(config[axis])) for axis in sorted(config))
+
+
+def config_numbers(configs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Each configuration's number (from 1), by its axes' values: the one numbering every table, page and JSON
+    of a search or a comparison uses, so that #3 is the same configuration everywhere."""
+    unique = {config_key(c): c for c in configs}
+    ordered = sorted(unique, key=lambda key: _order(unique[key]))
+    return {key: number for number, key in enumerate(ordered, start=1)}
 
 
 @dataclass(frozen=True)
