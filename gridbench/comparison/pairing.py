@@ -370,7 +370,7 @@ def _pairing(searches, index, figures, spreads, prices, asked, numbers) -> Pairi
     measured = timings(base)
     base_trials, other_trials = _finished_by_config(base, measured), _finished_by_config(other, measured)
     rows = _config_rows(base_trials, other_trials, measured, _trial_price(base, prices), _trial_price(other, prices))
-    rows = [replace(row, number=numbers[row.key]) for row in rows]
+    rows = sorted((replace(row, number=numbers[row.key]) for row in rows), key=lambda row: row.number)
     cpu_faster, cpu_cheaper = _cpu_side(base, other, rows)
     base_makespan, other_makespan = base.metrics.get(schema.MAKESPAN_S), other.metrics.get(schema.MAKESPAN_S)
     prices_per_hour = (figures[0].price_per_hour, figures[index].price_per_hour)
