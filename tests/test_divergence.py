@@ -63,8 +63,9 @@ def test_the_results_table_ranks_healthy_trials_and_lists_diverged_ones_last():
     console = Console(record=True, width=200)
     console.print(table)
     text = console.export_text()
+    # In rank order, each with its configuration's number (hidden units 32, 64, 128: #1, #2, #3).
     rows = [[c.strip() for c in line.split("│")[1:3]] for line in text.splitlines() if line.startswith("│")]
-    assert rows == [["1", "128"], ["2", "64"], ["diverged", "32"]]
+    assert rows == [["3", "128"], ["2", "64"], ["1", "32"]]
     assert "1 diverged (unranked, last)" in text
 
 

@@ -263,11 +263,13 @@ def test_the_results_fit_the_terminal_and_no_value_is_cut(width):
             seen.setdefault(cells[headers.index("#")], {}).update(zip(headers, cells))
     expected = ["batch_size", "hidden_units", "learning_rate", "test_accuracy", "setup s", "warm-up s",
                 "steady s/epoch", "± sd", "samples/s", "eval s", "wall s", "device"]  # fmt: skip
-    assert sorted(seen) == [str(rank) for rank in range(1, 9)]
-    for rank, row in seen.items():
-        assert all(row.get(header) for header in expected), (rank, row)
-    best = seen["1"]
+    assert sorted(seen) == [str(number) for number in range(1, 9)]
+    for number, row in seen.items():
+        assert all(row.get(header) for header in expected), (number, row)
+    # The best is the grid's last configuration (batch 256, 128 units, rate 0.01): #8 in every table, ranked first.
+    best = seen["8"]
     assert (best["test_accuracy"], best["steady s/epoch"], best["device"]) == ("0.977", "0.09392", "gpu:0")
+    assert text.index("│ 8 ") < text.index("│ 1 ")
     # The headline columns come first: at 80 columns the first table has accuracy; at 200 one table has all.
     first_table = text.split("continued")[0]
     assert all(header in first_table for header in ("batch_size", "test_accuracy", "steady", "s/epoch"))

@@ -18,6 +18,7 @@ from gridbench.comparison import account_report, report
 from gridbench.comparison.pairing import STEADY_TRIAL, Comparison, Pairing
 from gridbench.tracking import schema, ui
 from gridbench.tracking.read import SearchRun
+from gridbench.tracking.records import config_numbers
 
 # A trial's time in the order it is spent.
 PHASES = (
@@ -210,12 +211,13 @@ def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None
     parts.append(page.chart("phases", phase_figure([search], name)))
     parts.append(page.heading("Trials"))
     shown = (search.tags.get(schema.METRIC, ""), search.timing_train, schema.TRIAL_WALL_S)
+    numbers = config_numbers(trial.config for trial in search.trials)
     rows = [
-        [trial.key, str(trial.repeat), trial.status, *(report.num(trial.metrics.get(metric)) for metric in shown),
-         trial.device or "-"]
-        for trial in search.trials
+        [str(numbers[trial.key]), trial.key, str(trial.repeat), trial.status,
+         *(report.num(trial.metrics.get(metric)) for metric in shown), trial.device or "-"]
+        for trial in sorted(search.trials, key=lambda t: (numbers[t.key], t.repeat))
     ]  # fmt: skip
-    parts.append(page.table(["configuration", "repeat", "status", *shown, "device"], rows))
+    parts.append(page.table(["#", "configuration", "repeat", "status", *shown, "device"], rows))
     parts.append(environment_section([search]))
     parts.append(runs_section([search], tracking_uri, ui_base))
     return page.document(f"gridbench: {name}", parts)

@@ -21,7 +21,7 @@ from rich.table import Table
 from gridbench import account, compile_cache
 from gridbench.tables import Column, fitted
 from gridbench.tracking import schema, ui_command
-from gridbench.tracking.records import TrialRecord
+from gridbench.tracking.records import TrialRecord, config_numbers
 from gridbench.tracking.schema import TrialStatus
 
 if TYPE_CHECKING:
@@ -163,13 +163,16 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     if diverged:
         title += f"; {len(diverged)} diverged (unranked, last)"
     finished.sort(key=lambda t: t.metrics.get(metric, math.nan), reverse=mode == "max")
-    ranks = [str(rank) for rank in range(1, len(finished) + 1)] + ["diverged"] * len(diverged)
     finished += diverged
 
-    columns = [Column("#", ranks, key=True)]
-    columns += [Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
+    # Rows in rank order; '#' is the configuration's number, as compare's tables, the page and the JSON number
+    # it (with its repeat, '3.1', where there are repeats: the key that links a wide table's rows).
+    numbers = config_numbers(t.config for t in result.trials)
     if spec.repeats > 1:
-        columns.append(Column("repeat", [str(t.repeat) for t in finished], key=True))
+        columns = [Column("#.repeat", [f"{numbers[t.key]}.{t.repeat}" for t in finished], key=True)]
+    else:
+        columns = [Column("#", [str(numbers[t.key]) for t in finished], key=True)]
+    columns += [Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
     if not result.plan.data.synthetic:
         columns.append(Column(spec.metric, [_fmt(t.metrics.get(spec.metric)) for t in finished]))
     for header, key, digits in timing_columns:
