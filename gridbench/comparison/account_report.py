@@ -86,7 +86,12 @@ def projection_notes(comparison: Comparison) -> list[str]:
 def _interval_note(projection) -> str:
     if projection.no_interval:
         return f"projection's intervals: none ({projection.no_interval})"
-    spreads = "; ".join(f"{short_label(i)}: {s.describe()}" for i, s in enumerate(projection.spreads))
+    described = [s.describe() for s in projection.spreads]
+    spreads = (
+        f"both: {described[0]}"
+        if len(set(described)) == 1
+        else "; ".join(f"{short_label(i)}: {text}" for i, text in enumerate(described))
+    )
     return (
         "projection's intervals (95%): the trials' spread (trial to trial, epoch to epoch) and the spread between "
         f"runs of the same search, which one run cannot see ({spreads})"

@@ -90,6 +90,7 @@ class Model:
     # Ray trials per configuration and repeat: 1, or less where a fused group or an inner axis trains several.
     units_per_trial: float = 1.0
     epoch_rel_se: float = 0.0  # the trials' steady epoch time: its relative standard error, typical over trials
+    within_config: tuple[float, int] = (0.0, 0)  # repeats' relative spread of their training time, its freedom
 
     def trial_costs(self, epochs: int) -> list[float]:
         """Each measured trial's cost at `epochs` epochs: its overhead, its warm-up and its steady epochs."""
@@ -107,20 +108,23 @@ class Model:
         return self.whole_s(*size) - self.makespan_outside_s
 
     def sd_at(self, epochs: int, configs: int, repeats: int, concurrency: int) -> float | None:
-        """The makespan's standard deviation at this size: trial to trial, epoch to epoch, run to run (seconds);
-        None with fewer than MIN_TRIALS trials."""
-        costs = self.trial_costs(epochs)
-        n = len(costs)
+        """The makespan's standard deviation at this size, seconds: trial to trial (a configuration's repeats),
+        epoch to epoch, run to run; None with fewer than MIN_TRIALS trials."""
+        n = len(self.trials)
         if n < MIN_TRIALS:
             return None
         from scipy.stats import t as student
 
         scale = configs * repeats * self.units_per_trial / concurrency
-        mean = sum(costs) / n
+        costs = self.trial_costs(epochs)
         training = scale * sum(trial.epoch_s * (epochs if self.epochs else 1) for trial in self.trials) / n
-        trials = scale * statistics.stdev(costs) / math.sqrt(n) * student.ppf(0.975, n - 1) / Z95
+        # A configuration's trials differ by chance; different configurations differ by design (the same mix
+        # is projected), so only the spread within configurations counts, widened to Student's t.
+        within, dof = self.within_config
+        widen = student.ppf(0.975, dof) / Z95 if dof else 1.0
+        trials = training * within / math.sqrt(n) * widen
         epochs_part = training * self.epoch_rel_se / math.sqrt(n)
-        pace = scale * mean * self.spread.pace
+        pace = scale * sum(costs) / n * self.spread.pace
         return math.sqrt(trials**2 + epochs_part**2 + pace**2 + self.spread.one_off_s**2)
 
     def price_at(self, concurrency: int) -> float | None:
@@ -165,7 +169,24 @@ def model_of(search: SearchRun, price_per_hour: float | None, spread: Spread) ->
         spread=spread,
         units_per_trial=len(timings) / (configs * repeats),
         epoch_rel_se=_epoch_rel_se(search),
+        within_config=_within_config(search),
     )
+
+
+def _within_config(search: SearchRun) -> tuple[float, int]:
+    """The pooled standard deviation of log training time among each configuration's repeats, and its degrees
+    of freedom; (0, 0) without repeats."""
+    by_key: dict[str, list[float]] = {}
+    for trial in search.trials:
+        value = trial.metrics.get(search.timing_train, 0.0)
+        if trial.finished and value > 0:
+            by_key.setdefault(trial.key, []).append(math.log(value))
+    squares, dof = 0.0, 0
+    for logs in by_key.values():
+        mean = sum(logs) / len(logs)
+        squares += sum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+    return (math.sqrt(squares / dof), dof) if dof else (0.0, 0)
 
 
 def _epoch_rel_se(search: SearchRun) -> float:

@@ -41,10 +41,7 @@ class Spread:
     source: str
 
     def describe(self) -> str:
-        return (
-            f"run to run {self.pace:.0%} in the trials' pace and {self.one_off_s:.1f} s in the one-off parts "
-            f"({self.source})"
-        )
+        return f"run to run: pace {self.pace:.0%}, one-off parts {self.one_off_s:.1f} s ({self.source})"
 
     def to_dict(self) -> dict:
         return {"pace": self.pace, "one_off_s": self.one_off_s, "source": self.source}
@@ -54,7 +51,7 @@ def floor(device: str) -> Spread:
     """The measured floor for a kind of device (cpu, gpu)."""
     table = tomllib.loads(FLOORS.read_text())
     entry = table.get(device, table["cpu"])
-    return Spread(float(entry["pace"]), float(entry["one_off_s"]), f"measured floor, {table['source']}")
+    return Spread(float(entry["pace"]), float(entry["one_off_s"]), f"measured floor, {table['page']}")
 
 
 def same_search(search: SearchRun, other: SearchRun) -> bool:
@@ -89,4 +86,4 @@ def run_to_run(search: SearchRun, earlier: Sequence[SearchRun] = ()) -> Spread:
     if seen is None:
         return low
     pace, one_off = max(seen.pace, low.pace), max(seen.one_off_s, low.one_off_s)
-    return Spread(pace, one_off, f"the larger of {seen.source} and the {low.source}")
+    return Spread(pace, one_off, f"the larger of {seen.source} and the {low.source}, part by part")
