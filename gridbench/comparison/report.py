@@ -34,6 +34,11 @@ def num(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
 
 
+def seconds(value: float) -> str:
+    """A part of a trial in seconds, to the hundredth: '0' for what rounds to nothing (a later trial's one-off)."""
+    return "0" if abs(value) < 0.005 else f"{value:.2f}"
+
+
 def share(value: float | None) -> str:
     """A training share as a fraction, to two places ("0.42"); "-" for a search recorded before it."""
     return "-" if value is None or math.isnan(value) else f"{value:.2f}"
@@ -76,7 +81,7 @@ def config_rows(comparison: Comparison, pairing: Pairing) -> tuple[list[str], li
              _ratio(row.speedup[train]),
              f"{num(row.baseline[STEADY_TRIAL])}{marks[0]}, {num(row.other[STEADY_TRIAL])}{marks[1]}",
              _ratio(row.speedup[STEADY_TRIAL]), num(row.cost_ratio),
-             f"{num(row.baseline[ONE_OFF_IN_TRIAL])}, {num(row.other[ONE_OFF_IN_TRIAL])}",
+             f"{seconds(row.baseline[ONE_OFF_IN_TRIAL])}, {seconds(row.other[ONE_OFF_IN_TRIAL])}",
              f"{num(row.baseline[WALL])}, {num(row.other[WALL])}"]
         )  # fmt: skip
     rows.append(
@@ -283,7 +288,7 @@ def terminal_tables(comparison: Comparison, width: int | None) -> list:
     for pairing in comparison.pairings:
         found = config_columns(comparison, pairing)
         # Speedups first, then the times behind them, where the terminal splits the table.
-        speedups = [c.header for c in found if "speedup" in c.header]
+        speedups = [c.header for c in found if "speedup" in c.header or c.header == balanced("cost ratio")]
         first = speedups + [c.header for c in found if "(base, other)" in c.header]
         title = f"{pairing.other.label} against {comparison.baseline.label}{every}"
         tables += fitted(title, found, width, first)
