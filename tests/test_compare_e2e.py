@@ -41,7 +41,12 @@ def timed_search(store: str, cwd, epochs: int, cores: str) -> tuple[str, float]:
                        "--compile-cache", "off", "--tracking-uri", store, cwd=cwd)  # fmt: skip
     wall = time.perf_counter() - start
     assert "where the whole command's" in result.stdout
-    return result.stdout.split("parent run ")[1].split()[0], wall
+    run_id = result.stdout.split("parent run ")[1].split()[0]
+    OUTPUTS[run_id] = result.stdout
+    return run_id, wall
+
+
+OUTPUTS: dict[str, str] = {}  # each search's output, by its parent run
 
 
 # A CPU pair on this machine's two cores: one trial per core against a trial on both.
@@ -258,3 +263,23 @@ def test_the_account_adds_up_to_the_command_and_a_projection_holds_when_the_larg
     # CI: +7%, -29% and +50% on the speedup; alone: -14%, -2%, -13%; on a clean clone at 176e732, +117% on the
     # 1-core search's makespan and -51% on the speedup). Within a factor of 3 either way.
     assert all(abs(math.log1p(error)) <= math.log(3) for error in errors.values()), errors
+
+
+def test_a_search_ends_with_a_command_that_projects_it_and_compare_ends_with_the_verdict(small_pair, tmp_path):
+    """The search's last line, pasted, projects that one search; a pair's comparison ends with its verdict."""
+    directory, searches = small_pair
+    store = f"sqlite:///{directory / 'mlflow.db'}"
+    (first, _), (second, _) = searches
+    hint = OUTPUTS[first].strip().splitlines()[-1]
+    assert hint.startswith("What it would take at another size (projected): python -m gridbench compare ")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # `python` is this one
+    pasted = subprocess.run(hint.split(": ", 1)[1], shell=True, capture_output=True, text=True, cwd=tmp_path,
+                            env={**os.environ, "PATH": path})  # fmt: skip
+    assert pasted.returncode == 0, pasted.stderr
+    last = pasted.stdout.strip().splitlines()[-1]
+    assert last.startswith("verdict: this search (") and "for 4 configurations x 20 epochs (projected" in last
+    alone = subprocess.run([sys.executable, "-m", "gridbench", "compare", first, "--tracking-uri", store],
+                           capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert alone.returncode == 2 and alone.stderr.count("\n") == 1 and "or one with --project" in alone.stderr
+    pair = gridbench("compare", first, second, "--tracking-uri", store, "--no-log", cwd=tmp_path)
+    assert pair.stdout.strip().splitlines()[-1].startswith("verdict: cpu (2 cores/trial) ")

@@ -109,7 +109,6 @@ STEADY_NOTE = (
 
 def speedup_line(comparison: Comparison, pairing: Pairing) -> str:
     """The pairing's speedups, each named for what it measures, and why they differ."""
-    index = comparison.pairings.index(pairing) + 1
     at_once = (comparison.baseline.metrics.get(schema.CONCURRENCY), pairing.other.metrics.get(schema.CONCURRENCY))
     trials = f"{num(at_once[0])} and {num(at_once[1])} trials at once" if None not in at_once else "as they ran"
     train, adjective = comparison.timings[0], train_label(comparison)[1]
@@ -118,8 +117,7 @@ def speedup_line(comparison: Comparison, pairing: Pairing) -> str:
         f"{num(pairing.speedup_as_run)}x (the makespans' ratio: the verdict's figure); the trials without the "
         f"one-off parts {account_report.x(pairing.speedup_steady)} (the accounts' steady cost, {trials}); per "
         f"configuration, one trial against one trial, geometric means: {EPOCH_SPEEDUP[adjective]} "
-        f"{num(pairing.geomean_speedup[train])}x, trial speedup {num(pairing.geomean_speedup[STEADY_TRIAL])}x "
-        f"('other' = {account_report.short_label(index)})"
+        f"{num(pairing.geomean_speedup[train])}x, trial speedup {num(pairing.geomean_speedup[STEADY_TRIAL])}x"
     )
 
 
