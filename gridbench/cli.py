@@ -93,6 +93,14 @@ def _add_search_command(commands) -> None:
     search.add_argument(
         "--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2", help="make or replace a grid axis"
     )
+    search.add_argument(
+        "--pilot",
+        nargs="?",
+        const="",
+        metavar="epochs=N",
+        help="run a pilot instead: one configuration per program for N epochs (default 3) on each device, then "
+        "project the whole search's time and cost, with --device both the verdict",
+    )
     _add_lifecycle_options(search)
     _add_execution_option(search)
     _add_compare_options(search)
@@ -313,7 +321,7 @@ def _search(args: argparse.Namespace) -> int:
     from gridbench.gridsearch.ray_session import RaySession
     from gridbench.tracking import schema
 
-    spec = _load(args)
+    spec, whole = _pilot_setup(args, _load(args))
     # The store opens while Ray starts, except where --resume reads it first.
     session = RaySession(open_store_early=not args.resume)
     named = backends.parse_flag(args.backend)
@@ -359,22 +367,81 @@ def _search(args: argparse.Namespace) -> int:
         progress = SearchProgress(console, spec.metric, plan.spec.workload.train_metric)
         if resume is not None:
             print(f"resuming search {resume.parent_run_id}: {resume.remaining} of {plan.trials_total} trials to run")
+        tags = {schema.COMPILE_WARMUP: warm.describe()} if warm.programs else {}
+        if whole is not None:
+            tags.update(_pilot_tags(whole, plan))
         result = run_search(
             plan,
             observer=progress,
             requested_at=requested_at,
             resume=resume,
             session=session,
-            extra_tags={schema.COMPILE_WARMUP: warm.describe()} if warm.programs else None,
+            extra_tags=tags or None,
             compile_warmup_s=0.0 if results else warm.seconds,
         )
-        print_search(console, result)
+        print_search(console, result, project_hint=whole is None)  # a pilot's projection follows
         results.append(result)
-    if args.device == "both":
+    if whole is not None:
+        _pilot_report([r.parent_run_id for r in results], plans[0].tracking_uri, args)
+    elif args.device == "both":
         _compare_and_report(console, [r.parent_run_id for r in results], plans[0].tracking_uri, args)
     # 1: the search ran, but not every trial finished (the failed ones are in MLflow).
     finished = all(r.summary.trials_finished == r.summary.trials_total for r in results)
     return 0 if finished else 1
+
+
+def _pilot_setup(args: argparse.Namespace, spec):
+    """(the spec to run, the whole search it stands for): with --pilot, the pilot's spec and the whole search as
+    written (the pilot runs in its place and records what it stands for); without, the spec and None."""
+    if args.pilot is None:
+        return spec, None
+    from gridbench.gridsearch import pilot
+
+    epochs = pilot.parse(args.pilot)
+    pilot.check(spec, bool(args.resume))
+    print(pilot.describe(spec, epochs))
+    return pilot.pilot_spec(spec, epochs), spec
+
+
+def _pilot_tags(whole, plan) -> dict[str, str]:
+    """A pilot's tags: the whole search it stands for, with the trials at once its plan allows there."""
+    from dataclasses import replace
+
+    from gridbench.gridsearch import pilot
+    from gridbench.gridsearch.recording import search_params
+
+    trials = whole.grid_size * whole.repeats
+    concurrency = replace(plan, trials_total=trials).concurrency_on(plan.cpus, plan.gpus)
+    return pilot.tags(whole, pilot.whole_params(whole, plan.spec, search_params(whole)), concurrency)
+
+
+def _pilot_report(run_ids: list[str], tracking_uri: str, args: argparse.Namespace, strict: bool = False) -> None:
+    """Each pilot's whole search, projected; with two, the verdict last. What cannot be projected says why:
+    refused (`strict`: compare, reading), or one line after the pilot ran."""
+    from gridbench.comparison import pilot, spread
+    from gridbench.comparison.pairing import search_price
+    from gridbench.comparison.prices import PriceTable
+    from gridbench.comparison.projection import parse_sizes
+    from gridbench.tracking import earlier_runs, read_search
+
+    prices = PriceTable.load(args.prices, args.price)
+    asked = parse_sizes(args.project, getattr(args, "max_trials", None) or 10_000)
+    found = []
+    for run_id in run_ids:
+        search = read_search(tracking_uri, run_id)
+        projected = pilot.project(
+            search, search_price(search, prices), spread.run_to_run(search, earlier_runs(tracking_uri, search)), asked
+        )
+        if isinstance(projected, str):
+            if strict:
+                raise UserError(f"pilot: cannot project {projected}")
+            print(f"pilot: not projected: {projected}")
+            continue
+        found.append(projected)
+        for line in pilot.lines(projected):
+            print(line)
+    if len(found) == 2:
+        print(pilot.verdict(*found))
 
 
 def _warm_up(console, plans):
@@ -519,6 +586,7 @@ def _compare(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from gridbench.tracking import latest_searches, resolve_tracking_uri
+    from gridbench.tracking.read import is_pilot
     from gridbench.tracking.store import check_store_exists
 
     uri = resolve_tracking_uri(args.tracking_uri)
@@ -526,6 +594,9 @@ def _compare(args: argparse.Namespace) -> int:
     if bool(args.run_ids) == bool(args.experiment):
         raise UserError("give two or more search run ids, or --experiment NAME (not both)")
     run_ids = args.run_ids or latest_searches(uri, args.experiment)
+    if any(is_pilot(uri, run_id) for run_id in run_ids):
+        _pilot_report(run_ids, uri, args, strict=True)
+        return 0
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 160)
@@ -578,8 +649,26 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         print(f"comparison not logged (--no-log){where}", file=out)
     else:
         print(f"comparison logged to MLflow as run {run_id} (plots, tables, JSON, report.html){where}", file=out)
+    for line in _pilot_checks(comparison, tracking_uri, args):
+        print(line, file=out)
     for verdict in comparison.verdicts:  # the answer, last
         print(verdict.text, file=out)
+
+
+def _pilot_checks(comparison, tracking_uri: str, args: argparse.Namespace) -> list[str]:
+    """For each search a pilot projected (the same search, device and host), that projection against it."""
+    from gridbench.comparison import pilot, spread
+    from gridbench.comparison.pairing import search_price
+    from gridbench.comparison.prices import PriceTable
+    from gridbench.tracking.read import pilots_for
+
+    prices, found = PriceTable.load(args.prices, args.price), []
+    for search in comparison.searches:
+        for earlier in pilots_for(tracking_uri, search)[:1]:  # the newest
+            projected = pilot.project(earlier, search_price(earlier, prices), spread.run_to_run(earlier))
+            if not isinstance(projected, str):
+                found.append(pilot.check(projected, search))
+    return found
 
 
 def _read_and_compare(run_ids: list[str], tracking_uri: str, prices, sizes, args: argparse.Namespace):

@@ -119,6 +119,11 @@ BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
         (["ui"], "no MLflow store at sqlite:///"),  # the current directory's store, which is not there
         (["ui", "--tracking-uri", "sqlite:///{tmp}/missing.db"], "no MLflow store at sqlite:///"),
         (["report", "0123abcd"], "no MLflow store at sqlite:///"),
+        (["search", "digits", "--pilot", "epochs=1"], "a pilot needs 2 epochs at least"),
+        (["search", "digits", "--pilot", "epochs=x"], "give epochs=N, e.g. --pilot epochs=3"),
+        (["search", "digits", "--pilot", "--resume", "0123abcd"], "it cannot --resume one"),
+        (["search", "kernels-digits", "--pilot"], "--pilot projects Keras searches of a fixed number of epochs"),
+        (["search", "digits", "--pilot", "--execution", "fused"], "a fused group's cost depends on its size"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):

@@ -60,7 +60,7 @@ def _size_text(size: dict[str, int]) -> str:
     return text + (f" x {size['repeats']} repeats" if size.get("repeats", 1) > 1 else "")
 
 
-def _speed(speedup: Interval) -> str:
+def speed_words(speedup: Interval) -> str:
     """'finishes 4.6x sooner [3.8-5.6]', or 'takes 2x as long [1.5-2.5]' where the other search is slower."""
     value, low, high, word = speedup.value, speedup.low, speedup.high, "sooner"
     if value < 1:
@@ -69,7 +69,7 @@ def _speed(speedup: Interval) -> str:
     return f"{'finishes' if word == 'sooner' else 'takes'} {value:.3g}x {word}{interval}"
 
 
-def _cost(cost_ratio: float | None) -> str:
+def cost_words(cost_ratio: float | None) -> str:
     return "" if not cost_ratio else f" and costs {1 / cost_ratio:.3g}x as much"
 
 
@@ -91,7 +91,8 @@ def of_pairing(comparison, pairing) -> Verdict:
     cheaper_from = projected.cheaper_from_epochs if projected else None
     if cost_ratio and cost_ratio < 1 and cheaper_from and basis == AS_RUN:
         tail = f"; from {cheaper_from} epochs it is also cheaper (projected)"
-    text = f"verdict: {_who(base, other)} {_speed(speedup)}{_cost(cost_ratio)}, for {_size_text(size)} ({basis})"
+    text = f"verdict: {_who(base, other)} {speed_words(speedup)}{cost_words(cost_ratio)}, for {_size_text(size)}"
+    text += f" ({basis})"
     text += tail + (f" (no interval: {no_interval})" if no_interval else "")
     interval = (speedup.low, speedup.high) if speedup.low is not None else None
     return Verdict(text, speedup.value, interval, cost_ratio, size, basis, no_interval)

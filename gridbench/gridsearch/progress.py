@@ -186,7 +186,7 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     return fitted(title, columns, width, first)
 
 
-def print_search(console: Console, result: SearchResult) -> None:
+def print_search(console: Console, result: SearchResult, project_hint: bool = True) -> None:
     s = result.summary
     for table in trials_tables(result, console.width):
         console.print(table)
@@ -249,7 +249,7 @@ def print_search(console: Console, result: SearchResult) -> None:
         )
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
-    if s.account and s.trials_finished == s.trials_total:
+    if project_hint and s.account and s.trials_finished == s.trials_total:
         console.print(f"What it would take at another size (projected): {project_command(result)}", soft_wrap=True)
 
 

@@ -58,7 +58,8 @@ class SearchRun:
         else:
             cores = self.tags.get(schema.CPUS_PER_TRIAL, "?")
             device = f"cpu ({cores} core{'' if cores == '1' else 's'}/trial)"
-        return f"{device} {self.tags.get(schema.BACKEND, '')} {self.run_id[:8]}".strip()
+        pilot = " pilot" if self.tags.get(schema.PILOT) == "true" else ""
+        return f"{device} {self.tags.get(schema.BACKEND, '')}{pilot} {self.run_id[:8]}".strip()
 
     @property
     def timing_train(self) -> str:
@@ -153,7 +154,8 @@ def latest_searches(tracking_uri: str, spec_name: str) -> list[str]:
     )
     newest: dict[str, str] = {}
     for run in runs:
-        newest.setdefault(run.data.tags.get(schema.DEVICE, "?"), run.info.run_id)
+        if run.data.tags.get(schema.PILOT) != "true":  # a pilot stands for a search; it is not one to compare
+            newest.setdefault(run.data.tags.get(schema.DEVICE, "?"), run.info.run_id)
     if len(newest) < 2:
         found = ", ".join(newest) or "none"
         raise UserError(
@@ -219,3 +221,38 @@ def earlier_runs(tracking_uri: str, search: SearchRun, limit: int = 5) -> list[S
         if r.info.run_id != search.run_id
     ]
     return found[:limit]
+
+
+def is_pilot(tracking_uri: str, run_id: str) -> bool:
+    """Whether the run is a pilot's search (search --pilot); False for any other run, or none."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    quiet_mlflow()
+    try:
+        return MlflowClient(tracking_uri).get_run(run_id).data.tags.get(schema.PILOT) == "true"
+    except MlflowException:
+        return False
+
+
+def pilots_for(tracking_uri: str, search: SearchRun, limit: int = 3) -> list[SearchRun]:
+    """The pilots that stood for this search (its parameters, device, host and backend), newest first."""
+    from mlflow import MlflowClient
+
+    from gridbench.tracking.records import params_key
+
+    if search.tags.get(schema.PILOT) == "true":
+        return []
+    quiet_mlflow()
+    client = MlflowClient(tracking_uri)
+    filters = [
+        f"tags.`{schema.PILOT}` = 'true'",
+        f"tags.`{schema.PILOT_WHOLE_KEY}` = '{params_key(search.params)}'",
+        *(f"tags.`{key}` = '{search.tags[key]}'" for key in (schema.DEVICE, schema.HOST, schema.BACKEND)
+          if search.tags.get(key)),
+    ]  # fmt: skip
+    runs = client.search_runs(
+        [search.experiment_id], filter_string=" and ".join(filters), order_by=["attributes.start_time DESC"],
+        max_results=limit,
+    )  # fmt: skip
+    return [read_search(tracking_uri, run.info.run_id) for run in runs]

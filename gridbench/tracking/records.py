@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -16,6 +18,18 @@ if TYPE_CHECKING:  # what the worker sends; the store's side never imports the w
 def config_key(config: Mapping[str, Any]) -> str:
     """A grid point as a stable, readable string: "batch_size=128 hidden_units=256"."""
     return " ".join(f"{k}={config[k]}" for k in sorted(config))
+
+
+def param_text(value: Any) -> str:
+    """A parameter as MLflow holds it: lists and tables as JSON, anything else as its text."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def params_key(params: Mapping[str, Any]) -> str:
+    """A search's parameters (as MLflow holds them, placement left out), hashed: a pilot's whole search and the
+    search run later share it."""
+    shown = {k: param_text(v) for k, v in params.items() if k not in schema.PLACEMENT_PARAMS}
+    return hashlib.sha256(json.dumps(sorted(shown.items())).encode()).hexdigest()[:16]
 
 
 def _order(config: Mapping[str, Any]) -> tuple:

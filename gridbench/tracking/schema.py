@@ -140,6 +140,13 @@ COMPILE_CACHE_STATE = _tag(
 )
 EXECUTION = _tag("execution", BOTH, "trials, or fused (same-program groups)", since=3, default="trials")
 BASELINE = _tag("baseline", On.SEARCH, "GridSearchCV(...): a scikit-learn baseline recorded as a search")
+PILOT = _tag("pilot", On.SEARCH, "true: a pilot, one configuration per program for a few epochs (search --pilot)")
+PILOT_WHOLE = _tag(
+    "pilot.whole",
+    On.SEARCH,
+    "a pilot's whole search as written (JSON): epochs, configs, repeats, concurrency, each program's configurations",
+)
+PILOT_WHOLE_KEY = _tag("pilot.whole_key", On.SEARCH, "the whole search's parameters, hashed (records.params_key)")
 ERROR = _tag("error", BOTH, "why the run failed")
 COMPARED_IN = _tag("gridbench.compared_in", On.SEARCH, "the comparison run that compared this search")
 SCALE_RUN = _tag("gridbench.scale_run", On.SEARCH, "the scale run this search belongs to")

@@ -8,7 +8,6 @@ before the search starts, so an unusable URI writes nothing.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -19,7 +18,7 @@ from urllib.parse import urlparse
 from gridbench import space
 from gridbench.errors import UserError
 from gridbench.tracking import schema
-from gridbench.tracking.records import SearchSummary, TrialRecord
+from gridbench.tracking.records import SearchSummary, TrialRecord, param_text
 from gridbench.tracking.schema import SearchStatus
 
 EXPERIMENT_PREFIX = "gridbench/"
@@ -350,9 +349,7 @@ class MlflowRecorder:
         now = int(time.time() * 1000)
         self.client.log_batch(
             run_id,
-            params=[
-                Param(k, _text(json.dumps(v) if isinstance(v, (list, dict)) else v)) for k, v in (params or {}).items()
-            ],
+            params=[Param(k, _text(param_text(v))) for k, v in (params or {}).items()],
             metrics=[Metric(k, float(v), now, step) for k, v in (metrics or {}).items()],
         )
 

@@ -1,0 +1,61 @@
+"""A pilot's projection against the whole pair it projected (benchmarks/pilot_check.sh's output).
+
+    python benchmarks/pilot_table.py OUTDIR GRID [...]      e.g. mlp cnn
+
+For each grid, the pilots (NAME-pilot.ids: CPU, GPU) are projected to the whole search they
+stand for, and set against the whole pair as measured (NAME-whole.ids): each device's
+makespan and whole command, the speedup and the cost ratio; each figure's error, and whether
+the measurement fell inside the interval. Then the pilot command's time against the whole
+pair's, as `/usr/bin/time` measured each from outside.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from gridbench.comparison import pilot, spread
+from gridbench.comparison.pairing import search_price
+from gridbench.comparison.prices import PriceTable
+from gridbench.comparison.projection import ratio_interval
+from gridbench.tracking import read_search, schema
+
+
+def _command_s(path: Path) -> float:
+    return float(re.findall(r"whole command ([\d.]+) s$", path.read_text(), re.M)[-1])
+
+
+def _row(name: str, figure: str, point: float, low, high, value: float) -> str:
+    inside = "-" if low is None else ("yes" if low <= value <= high else "**no**")
+    shown = f"{point:.4g}" + ("" if low is None else f" [{low:.4g}-{high:.4g}]")
+    return f"| {name} | {figure} | {shown} | {value:.4g} | {(point - value) / value:+.1%} | {inside} |"
+
+
+def main(out: Path, grids: list[str]) -> None:
+    uri, prices = f"sqlite:///{out / 'work' / 'mlflow.db'}", PriceTable.load()
+    print("| grid | figure | projected [95%] | measured | error | inside |\n|---|---|---:|---:|---:|---|")
+    for name in grids:
+        pilots = [read_search(uri, i) for i in (out / f"{name}-pilot.ids").read_text().split()]
+        wholes = [read_search(uri, i) for i in (out / f"{name}-whole.ids").read_text().split()]
+        found = [pilot.project(p, search_price(p, prices), spread.run_to_run(p)) for p in pilots]
+        for p, w in zip(found, wholes):
+            device = p.pilot.tags[schema.DEVICE].upper()
+            m = p.makespan_s
+            print(_row(name, f"{device} makespan s", m.value, m.low, m.high, w.metrics[schema.MAKESPAN_S]))
+            print(_row(name, f"{device} whole command s", p.whole_command_s, None, None,
+                       w.metrics[schema.WHOLE_COMMAND_S]))  # fmt: skip
+        sds = [None if p.makespan_s.low is None else (p.makespan_s.high - p.makespan_s.value) / 1.96 for p in found]
+        speedup = ratio_interval([p.makespan_s.value for p in found], sds)
+        measured = wholes[0].metrics[schema.MAKESPAN_S] / wholes[1].metrics[schema.MAKESPAN_S]
+        print(_row(name, "speedup", speedup.value, speedup.low, speedup.high, measured))
+        costs = [w.metrics[schema.MAKESPAN_S] / 3600 * search_price(w, prices) for w in wholes]
+        print(_row(name, "cost ratio", found[0].cost / found[1].cost, None, None, costs[0] / costs[1]))
+        pilot_s, whole_s = _command_s(out / f"{name}-pilot.txt"), _command_s(out / f"{name}-whole.txt")
+        print(f"| {name} | pilot command / whole pair's | {pilot_s:.1f} s / {whole_s:.1f} s | "
+              f"{pilot_s / whole_s:.1%} | | |")  # fmt: skip
+        print(f"<!-- {name}: {pilot.verdict(*found)} -->")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2:])

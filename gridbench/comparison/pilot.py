@@ -1,0 +1,198 @@
+"""A pilot's projection of the whole search it stands for, and its check once that search has run.
+
+    pilot (one trial per program, a few epochs) -> each program's trial: its overhead, warm-up and epoch
+    -> the whole search: one-off parts held + (each program's configurations x repeats x its trial's cost) / at once
+
+The pilot's run records the whole search as written (gridbench.gridsearch.pilot): its
+epochs, configurations, repeats, trials at once, and how many configurations each program
+stands for. Each configuration costs what its program's pilot trial cost, with the epochs
+scaled: its overhead (its share of the gaps between trials included) and warm-up once,
+its steady epoch E times. The one-off parts (start-up, compiling each program once, the
+workers' start, the end) are held as the pilot measured them. The interval adds, as
+variances, each pilot trial's epoch-to-epoch spread and the run-to-run spread
+(gridbench.comparison.spread); a pilot has one trial per program, so no trial-to-trial
+spread is seen. A projection is labelled as one. Pure arithmetic on records read back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gridbench import account
+from gridbench.comparison.projection import Interval, makespan_interval, ratio_interval
+from gridbench.comparison.spread import Spread
+from gridbench.comparison.verdict import cost_words, speed_words
+from gridbench.tracking import schema
+from gridbench.tracking.read import SearchRun
+
+
+@dataclass(frozen=True)
+class Whole:
+    """The whole search a pilot stands for, as written."""
+
+    epochs: int
+    configs: int
+    repeats: int
+    concurrency: int
+    programs: Mapping[str, int]  # each program's pilot configuration -> the configurations it stands for
+
+    def scaled(self, asked: Mapping[str, int]) -> Whole:
+        """At another size (--project): more configurations keep the programs' mix."""
+        configs = asked.get("configs", self.configs)
+        share = {key: count * configs / self.configs for key, count in self.programs.items()}
+        return Whole(asked.get("epochs", self.epochs), configs, asked.get("repeats", self.repeats),
+                     asked.get("concurrency", self.concurrency), share)  # fmt: skip
+
+    def text(self) -> str:
+        repeats = f" x {self.repeats} repeats" if self.repeats > 1 else ""
+        return f"{self.configs} configurations x {self.epochs} epochs{repeats}"
+
+
+def whole_of(search: SearchRun) -> Whole | None:
+    """The whole search a pilot's run stands for; None for a run that is not a pilot."""
+    if search.tags.get(schema.PILOT) != "true" or schema.PILOT_WHOLE not in search.tags:
+        return None
+    found = json.loads(search.tags[schema.PILOT_WHOLE])
+    return Whole(found["epochs"], found["configs"], found["repeats"], found["concurrency"], found["programs"])
+
+
+@dataclass(frozen=True)
+class PilotProjection:
+    pilot: SearchRun
+    whole: Whole
+    makespan_s: Interval
+    whole_command_s: float
+    cost: float | None  # $ for the whole search at the pilot's $/hour (the same machine)
+    pilot_command_s: float  # the pilot's own whole command, as its account measured it
+    spread: Spread
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pilot": self.pilot.run_id,
+            "device": self.pilot.tags.get(schema.DEVICE),
+            "whole": {**vars(self.whole), "programs": dict(self.whole.programs)},
+            "makespan_s": self.makespan_s.to_dict(),
+            "whole_command_s": self.whole_command_s,
+            "cost": self.cost,
+            "pilot_command_s": self.pilot_command_s,
+            "run_to_run": self.spread.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class _Program:
+    overhead_s: float
+    warmup_s: float
+    epoch_s: float
+    epoch_rel_se: float
+
+    def cost(self, epochs: int) -> float:
+        return self.overhead_s + self.warmup_s + epochs * self.epoch_s
+
+
+def _programs(pilot: SearchRun, parts: account.Account) -> dict[str, _Program]:
+    """Each program's pilot trial at its steady cost, its share of the gaps between trials included."""
+    train = pilot.timing_train
+    shares = account.trial_shares([(t.worker, t.started_s, t.ended_s, t.metrics) for t in pilot.trials], train)
+    found, overheads = {}, []
+    for trial, share in zip(pilot.trials, shares):
+        own = account.trial_parts(trial.metrics, train)
+        overhead = max(0.0, share.steady_s - own["warmup_s"] - own["training_s"])
+        overheads.append(overhead)
+        m = trial.metrics
+        spread = m.get(schema.STEADY_EPOCH_STD_S, 0.0) / m[schema.STEADY_EPOCH_S] if m.get(schema.STEADY_EPOCH_S) else 0
+        epoch = own["training_s"] / own["epochs"] if own["epochs"] else own["training_s"]
+        found[trial.key] = _Program(overhead, own["warmup_s"], epoch, spread / math.sqrt(max(1.0, own["epochs"] - 1)))
+    slots = max(1, min(int(pilot.metrics.get(schema.CONCURRENCY, 1)), len(found)))
+    gaps = max(0.0, parts.trial_overhead_s - sum(overheads) / slots) * slots / max(1, len(found))
+    return {key: _Program(p.overhead_s + gaps, p.warmup_s, p.epoch_s, p.epoch_rel_se) for key, p in found.items()}
+
+
+def project(
+    pilot: SearchRun, price_per_hour: float | None, spread: Spread, asked: Mapping[str, int] | None = None
+) -> PilotProjection | str:
+    """The whole search (or the size asked) from its pilot; or why it cannot be projected, in words."""
+    whole, parts = whole_of(pilot), account.Account.from_metrics(pilot.metrics)
+    if whole is None or parts is None:
+        return f"{pilot.label}: not a pilot with an account; run `search ... --pilot` again"
+    failed = sorted(t.key for t in pilot.trials if not t.finished)
+    if failed:
+        return f"{pilot.label}: the pilot trial of {'; '.join(failed)} did not finish: its programs' cost is unknown"
+    programs = _programs(pilot, parts)
+    missing = sorted(set(whole.programs) - set(programs))
+    if missing:
+        return f"{pilot.label}: no pilot trial for the program of {'; '.join(missing)}"
+    size = whole.scaled(asked or {})
+    per_slot = size.repeats / size.concurrency
+    steady = sum(size.programs[k] * per_slot * p.cost(size.epochs) for k, p in programs.items())
+    training = sum(size.programs[k] * per_slot * size.epochs * p.epoch_s for k, p in programs.items())
+    epoch_se = training * max((p.epoch_rel_se for p in programs.values()), default=0.0) / math.sqrt(len(programs))
+    sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + spread.one_off_s**2)
+    outside = parts.whole_command_s - pilot.metrics.get(schema.MAKESPAN_S, parts.whole_command_s)
+    makespan = parts.one_off_s - outside + steady
+    return PilotProjection(
+        pilot=pilot,
+        whole=size,
+        makespan_s=makespan_interval(makespan, sd),
+        whole_command_s=parts.one_off_s + steady,
+        cost=None if price_per_hour is None else makespan / 3600 * price_per_hour,
+        pilot_command_s=parts.whole_command_s,
+        spread=spread,
+    )
+
+
+def verdict(base: PilotProjection, other: PilotProjection) -> str:
+    """The whole search on both devices, projected from their pilots, in one sentence."""
+    speedup = ratio_interval(
+        [base.makespan_s.value, other.makespan_s.value], [_sd(base.makespan_s), _sd(other.makespan_s)]
+    )
+    names = [_device(base, other), _device(other, base)]
+    cost_ratio = base.cost / other.cost if base.cost and other.cost else None
+    took = base.pilot_command_s + other.pilot_command_s
+    who = "the GPU search" if names[1] == "the GPU" else f"the search on {names[1]}"
+    return (
+        f"verdict: the whole search ({other.whole.text()}) would take {base.makespan_s.text(' s')} on {names[0]} "
+        f"and {other.makespan_s.text(' s')} on {names[1]}: {who} {speed_words(speedup)}{cost_words(cost_ratio)} "
+        f"(projected from a pilot of {len(base.whole.programs)} configurations x "
+        f"{base.pilot.params.get('epochs', '?')} epochs that took {took:.0f} s)"
+    )
+
+
+def _sd(interval: Interval) -> float | None:
+    return None if interval.low is None else (interval.high - interval.value) / 1.959964
+
+
+def _device(projection: PilotProjection, other: PilotProjection) -> str:
+    """'the GPU', 'the CPU'; a search's label where both pilots ran on the same kind of device."""
+    device = projection.pilot.tags.get(schema.DEVICE)
+    if device == other.pilot.tags.get(schema.DEVICE):
+        return projection.pilot.label
+    return "the GPU" if device == "gpu" else "the CPU"
+
+
+def lines(projection: PilotProjection) -> list[str]:
+    """One device's projected whole search, labelled as a projection."""
+    p = projection
+    cost = f", ${p.cost:.3g}" if p.cost is not None else ""
+    return [
+        f"{p.pilot.label} (pilot, its own command {p.pilot_command_s:.1f} s): the whole search ({p.whole.text()}, "
+        f"{p.whole.concurrency} at once) projected: makespan {p.makespan_s.text(' s')}, whole command "
+        f"{p.whole_command_s:.1f} s{cost}; a model, not a measurement (interval: each program's epoch spread and "
+        f"{p.spread.describe()})"
+    ]
+
+
+def check(projection: PilotProjection, measured: SearchRun) -> str:
+    """The pilot's projection against the whole search it stood for, once run."""
+    value = measured.metrics.get(schema.MAKESPAN_S, 0.0)
+    interval = projection.makespan_s
+    error = (interval.value - value) / value if value else float("nan")
+    inside = "" if interval.low is None else (", inside its interval" if interval.low <= value <= interval.high
+                                               else ", OUTSIDE its interval")  # fmt: skip
+    return (
+        f"{measured.label}: pilot {projection.pilot.run_id[:8]} projected a makespan of {interval.text(' s')}; "
+        f"measured {value:.1f} s: error {error:+.1%}{inside}"
+    )

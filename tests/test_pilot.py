@@ -1,0 +1,132 @@
+"""The pilot: one configuration per program, and its projection of the whole search; on recorded searches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_verdict import PRICES
+
+from gridbench.comparison import pilot, spread
+from gridbench.comparison.pairing import search_price
+from gridbench.gridsearch import pilot as planning
+from gridbench.spec import load_spec
+from gridbench.tracking import schema
+from gridbench.tracking.memory import MemoryRecorder
+from gridbench.tracking.records import SearchSummary, TrialRecord, params_key
+from gridbench.tracking.schema import SearchStatus, TrialStatus
+
+ONE_OFF = {"startup_s": 10.0, "compile_s": 1.0, "worker_start_s": 3.0, "end_s": 2.0}
+
+
+def test_the_pilot_runs_one_configuration_per_program_and_knows_what_each_stands_for():
+    spec = load_spec("mnist")  # hidden units x batch size: 4 programs; learning rate: runtime, 2 values
+    assert planning.programs(spec) == {
+        "batch_size=128 hidden_units=256": 2, "batch_size=128 hidden_units=512": 2,
+        "batch_size=256 hidden_units=256": 2, "batch_size=256 hidden_units=512": 2,
+    }  # fmt: skip
+    short = planning.pilot_spec(spec, 3)
+    assert short.grid_size == 4 and short.params["epochs"] == 3 and short.repeats == 1
+    assert short.params["learning_rate"] == spec.grid["learning_rate"][0]
+    # Every pilot configuration is a program's key: what the projection looks its trial up by.
+    assert sorted(planning.programs(short)) == sorted(planning.programs(spec))
+    one = spec.with_overrides(sets={"hidden_units": "256", "batch_size": "128"})
+    assert "the grid has one program" in planning.describe(one, 3)
+
+
+def test_pilot_epochs_and_what_a_pilot_cannot_stand_for_are_checked():
+    assert planning.parse("") == 3 and planning.parse("epochs=5") == 5
+    for text, message in (("epochs=1", "2 epochs at least"), ("epoch=3", "give epochs=N"), ("epochs=", "epochs=N")):
+        with pytest.raises(Exception, match=message):
+            planning.parse(text)
+    with pytest.raises(Exception, match="cannot --resume"):
+        planning.check(load_spec("mnist"), resume=True)
+    with pytest.raises(Exception, match="a fused group's cost"):
+        planning.check(load_spec("mnist").with_execution("fused"), resume=False)
+
+
+def recorded(device, programs, whole, trials_per_program=1, epochs=3, run="p", failed=(), concurrency=1):
+    """A search recorded as a driver records one: for each program (name -> (overhead, epoch s)), its trials, one at
+    a time, the first paying its worker's start; a pilot where `whole` (the tags' whole search) is given."""
+    store = MemoryRecorder("mnist")
+    tags = {"spec.name": "mnist", "dataset": "mnist", "model": "mlp", "backend": "jax", "metric": "test_accuracy",
+            "metric.mode": "max", "device": device, "cpu.cores_usable": "16", "cpus_per_trial": "16",
+            "gpus_per_trial": "1" if device == "gpu" else "0", "gpus_used": "1" if device == "gpu" else "0",
+            "gpu.0.name": "NVIDIA H100 80GB HBM3", "data.synthetic": "false", "timing.train": "steady_epoch_s",
+            "execution": "trials", "host": "h"}  # fmt: skip
+    if whole:
+        tags.update({schema.PILOT: "true", schema.PILOT_WHOLE: json.dumps(whole), schema.PILOT_WHOLE_KEY: "k"})
+    store.start(run, {"epochs": epochs, "grid.units": json.dumps(list(programs)), "repeats": 1}, tags, {})
+    clock, parts, index = 1010.0, {**ONE_OFF, "trial_overhead_s": 0.0, "warmup_s": 0.0, "training_s": 0.0}, 0
+    for name, (overhead, epoch) in programs.items():
+        for lr in range(trials_per_program):
+            start_s = 3.0 if index == 0 else 0.0
+            wall = overhead + epochs * epoch + start_s
+            metrics = {schema.TRIAL_WALL_S: wall, schema.IMPORT_S: start_s, schema.TRAIN_EPOCHS_S: epochs * epoch,
+                       schema.WARMUP_EPOCH_S: epoch, schema.STEADY_EPOCH_S: epoch, schema.STEADY_EPOCHS: epochs - 1.0,
+                       schema.STEADY_EPOCH_STD_S: 0.0}  # fmt: skip
+            status = TrialStatus.FAILED if name in failed else TrialStatus.FINISHED
+            units = name.split("=")[1]
+            config = {"units": units} if trials_per_program == 1 else {"units": units, "learning_rate": str(lr)}
+            store.record_trial(TrialRecord(str(index), config, 0, status, metrics, {"host": "h", "pid": "1"}, clock,
+                                           clock + wall), {}, {})  # fmt: skip
+            clock, index = clock + wall, index + 1
+            parts["trial_overhead_s"] += overhead
+            parts["training_s"] += epochs * epoch
+    store.parent.started_at = 1000.0
+    summary = SearchSummary(index, index, 0, concurrency, clock - 1009.0, 0.0, 10.0, 0.0, None, account=parts)
+    store.finish(summary, SearchStatus.FINISHED)
+    return store.search_run()
+
+
+# Two programs whose epochs differ 10x; the whole search: 8 configurations of each, 10 epochs.
+PROGRAMS = {"units=64": (0.5, 0.2), "units=4096": (0.5, 2.0)}
+WHOLE = {"epochs": 10, "configs": 16, "repeats": 1, "concurrency": 1, "programs": {"units=64": 8, "units=4096": 8}}
+
+
+def test_each_configuration_costs_what_its_programs_pilot_trial_cost_at_the_whole_searchs_epochs():
+    short = recorded("cpu", PROGRAMS, WHOLE)
+    projected = pilot.project(short, 0.8, spread.floor("cpu"))
+    # One-off parts held (16 s, of which 12 s outside the makespan), 8 trials of each program at 10 epochs.
+    expected = 16.0 - 12.0 + 8 * (0.5 + 10 * 0.2) + 8 * (0.5 + 10 * 2.0)
+    measured = recorded("cpu", PROGRAMS, None, trials_per_program=8, epochs=10, run="whole")
+    assert projected.makespan_s.value == pytest.approx(expected, rel=0.01)
+    assert projected.makespan_s.value == pytest.approx(measured.metrics["makespan_s"], rel=0.05)
+    # A mean over the two programs would put the same 16 trials at 11.5 s each: the program mix matters.
+    assert projected.makespan_s.low < measured.metrics["makespan_s"] < projected.makespan_s.high
+    assert "error +" in pilot.check(projected, measured) or "error -" in pilot.check(projected, measured)
+    assert "inside its interval" in pilot.check(projected, measured)
+    assert projected.cost == pytest.approx(projected.makespan_s.value / 3600 * 0.8)
+
+
+def test_the_size_asked_keeps_the_programs_mix():
+    short = recorded("cpu", PROGRAMS, WHOLE)
+    double = pilot.project(short, 0.8, spread.floor("cpu"), {"configs": 32, "epochs": 5})
+    assert double.whole.programs == {"units=64": 16, "units=4096": 16}
+    assert double.makespan_s.value == pytest.approx(4.0 + 16 * (0.5 + 5 * 0.2) + 16 * (0.5 + 5 * 2.0), rel=0.01)
+
+
+def test_the_verdict_names_both_devices_the_whole_search_and_the_pilot():
+    cpu = recorded("cpu", PROGRAMS, WHOLE, run="c")
+    gpu = recorded("gpu", {k: (0.3, e / 20) for k, (_, e) in PROGRAMS.items()}, WHOLE, run="g")
+    found = [pilot.project(s, search_price(s, PRICES), spread.floor(d)) for s, d in ((cpu, "cpu"), (gpu, "gpu"))]
+    text = pilot.verdict(*found)
+    assert text.startswith("verdict: the whole search (16 configurations x 10 epochs) would take ")
+    assert " on the CPU and " in text and " on the GPU: the GPU search finishes " in text and "x sooner [" in text
+    assert "and costs 0.44" in text
+    assert "(projected from a pilot of 2 configurations x 3 epochs that took " in text
+
+
+def test_what_a_pilot_cannot_project_is_said():
+    failed = recorded("cpu", PROGRAMS, WHOLE, failed=("units=4096",))
+    assert "did not finish" in pilot.project(failed, 0.8, spread.floor("cpu"))
+    assert "not a pilot" in pilot.project(recorded("cpu", PROGRAMS, None), 0.8, spread.floor("cpu"))
+
+
+def test_a_pilot_and_the_search_it_stands_for_share_a_key():
+    spec = load_spec("mnist")
+    from gridbench.gridsearch.recording import search_params
+
+    whole = {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in search_params(spec).items()}
+    assert params_key(search_params(spec)) == params_key({**whole, "device": "gpu"})
+    assert params_key(search_params(spec.with_repeats(2))) != params_key(whole)
