@@ -130,3 +130,21 @@ def test_a_pilot_and_the_search_it_stands_for_share_a_key():
     whole = {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in search_params(spec).items()}
     assert params_key(search_params(spec)) == params_key({**whole, "device": "gpu"})
     assert params_key(search_params(spec.with_repeats(2))) != params_key(whole)
+
+
+def test_a_programs_first_use_is_paid_once_per_worker_not_by_every_configuration():
+    short = recorded("cpu", PROGRAMS, WHOLE)
+    first_use = {"setup_s": 1.2, "eval_s": 0.2}  # what the pilot trial, its program's first use, paid besides
+    trials = tuple(type(t)(**{**vars(t), "metrics": {**t.metrics, **first_use,
+                                                      schema.TRIAL_WALL_S: t.metrics[schema.TRIAL_WALL_S] + 1.4}})
+                   for t in short.trials)  # fmt: skip
+    paying = type(short)(short.run_id, short.tags, short.params, short.metrics, trials)
+    plain = pilot.project(short, 0.8, spread.floor("cpu")).makespan_s.value
+    # One worker (1 at once): each of the 2 programs pays 1.4 s once, not 8 times.
+    assert pilot.project(paying, 0.8, spread.floor("cpu")).makespan_s.value == pytest.approx(plain + 2 * 1.4)
+    # With 4 at once, each program's first use is paid in 4 workers: 4 x 2 x 1.4 s over 4 slots.
+    wide = dict(WHOLE, concurrency=4)
+    tags = {**paying.tags, schema.PILOT_WHOLE: json.dumps(wide)}
+    four = type(paying)(paying.run_id, tags, paying.params, paying.metrics, trials)
+    steady = (8 * (0.5 + 10 * 0.2) + 8 * (0.5 + 10 * 2.0)) / 4
+    assert pilot.project(four, 0.8, spread.floor("cpu")).makespan_s.value == pytest.approx(4.0 + steady + 2 * 1.4)

@@ -6,12 +6,14 @@
 The pilot's run records the whole search as written (gridbench.gridsearch.pilot): its
 epochs, configurations, repeats, trials at once, and how many configurations each program
 stands for. Each configuration costs what its program's pilot trial cost, with the epochs
-scaled: its overhead (its share of the gaps between trials included) and warm-up once,
-its steady epoch E times. The one-off parts (start-up, compiling each program once, the
-workers' start, the end) are held as the pilot measured them. The interval adds, as
-variances, each pilot trial's epoch-to-epoch spread and the run-to-run spread
-(gridbench.comparison.spread); a pilot has one trial per program, so no trial-to-trial
-spread is seen. A projection is labelled as one. Pure arithmetic on records read back.
+scaled: its overhead (its share of the gaps between trials included) once, its steady
+epoch E times; the pilot trial's setup, evaluation and warm-up are the program's first
+use, paid once in each worker that runs the program (a later trial reuses the model).
+The one-off parts (start-up, compiling each program once, the workers' start, the end)
+are held as the pilot measured them. The interval adds, as variances, each pilot trial's
+epoch-to-epoch spread and the run-to-run spread (gridbench.comparison.spread); a pilot
+has one trial per program, so no trial-to-trial spread is seen. A projection is labelled
+as one. Pure arithmetic on records read back.
 """
 
 from __future__ import annotations
@@ -84,31 +86,43 @@ class PilotProjection:
 
 @dataclass(frozen=True)
 class _Program:
-    overhead_s: float
-    warmup_s: float
+    """What a program's trials cost: the first in a worker pays `first_use_s` more; every one, the rest."""
+
+    overhead_s: float  # a trial's own overhead once the program is in use, its share of the gaps included
     epoch_s: float
     epoch_rel_se: float
+    first_use_s: float  # building the model, the first epoch's excess, the first evaluation: once per worker
 
     def cost(self, epochs: int) -> float:
-        return self.overhead_s + self.warmup_s + epochs * self.epoch_s
+        return self.overhead_s + epochs * self.epoch_s
+
+
+def _program(trial, share: account.TrialShare, train: str) -> _Program:
+    """A program from its pilot trial, the program's first use in its worker.
+
+    A later trial of a program reuses its built model and compiled steps (gridbench.workloads.programs): on an
+    H100, later MLP trials took 0.01-0.08 s of setup, 0.01-0.03 s of evaluation and a first epoch within 0.03 s
+    of a steady one, against 0.14-2.2 s, 0.02-0.27 s and 0.6 s for the first (docs/results/h100-pilot.md). So
+    the pilot trial's setup, evaluation and warm-up are held as its program's first use, paid once per worker.
+    """
+    own, m = account.trial_parts(trial.metrics, train), trial.metrics
+    overhead = max(0.0, share.steady_s - own["warmup_s"] - own["training_s"])
+    first_use = min(overhead, m.get(schema.SETUP_S, 0.0) + m.get(schema.EVAL_S, 0.0)) + own["warmup_s"]
+    epoch = own["training_s"] / own["epochs"] if own["epochs"] else own["training_s"]
+    spread = m.get(schema.STEADY_EPOCH_STD_S, 0.0) / m[schema.STEADY_EPOCH_S] if m.get(schema.STEADY_EPOCH_S) else 0
+    return _Program(overhead + own["warmup_s"] - first_use, epoch, spread / math.sqrt(max(1, own["epochs"] - 1)),
+                    first_use)  # fmt: skip
 
 
 def _programs(pilot: SearchRun, parts: account.Account) -> dict[str, _Program]:
-    """Each program's pilot trial at its steady cost, its share of the gaps between trials included."""
+    """Each program from its pilot trial, its share of the gaps between the pilot's trials added."""
     train = pilot.timing_train
     shares = account.trial_shares([(t.worker, t.started_s, t.ended_s, t.metrics) for t in pilot.trials], train)
-    found, overheads = {}, []
-    for trial, share in zip(pilot.trials, shares):
-        own = account.trial_parts(trial.metrics, train)
-        overhead = max(0.0, share.steady_s - own["warmup_s"] - own["training_s"])
-        overheads.append(overhead)
-        m = trial.metrics
-        spread = m.get(schema.STEADY_EPOCH_STD_S, 0.0) / m[schema.STEADY_EPOCH_S] if m.get(schema.STEADY_EPOCH_S) else 0
-        epoch = own["training_s"] / own["epochs"] if own["epochs"] else own["training_s"]
-        found[trial.key] = _Program(overhead, own["warmup_s"], epoch, spread / math.sqrt(max(1.0, own["epochs"] - 1)))
+    found = {t.key: _program(t, share, train) for t, share in zip(pilot.trials, shares) if t.finished}
     slots = max(1, min(int(pilot.metrics.get(schema.CONCURRENCY, 1)), len(found)))
-    gaps = max(0.0, parts.trial_overhead_s - sum(overheads) / slots) * slots / max(1, len(found))
-    return {key: _Program(p.overhead_s + gaps, p.warmup_s, p.epoch_s, p.epoch_rel_se) for key, p in found.items()}
+    busy = sum(p.overhead_s + p.first_use_s for p in found.values())  # each trial's overhead and warm-up
+    gaps = max(0.0, parts.trial_overhead_s + parts.warmup_s - busy / slots) * slots / max(1, len(found))
+    return {k: _Program(p.overhead_s + gaps, p.epoch_s, p.epoch_rel_se, p.first_use_s) for k, p in found.items()}
 
 
 def project(
@@ -127,7 +141,10 @@ def project(
         return f"{pilot.label}: no pilot trial for the program of {'; '.join(missing)}"
     size = whole.scaled(asked or {})
     per_slot = size.repeats / size.concurrency
-    steady = sum(size.programs[k] * per_slot * p.cost(size.epochs) for k, p in programs.items())
+    # Each worker pays a program's first use once: with c at once, a program of n trials is first in min(c, n).
+    firsts = sum(min(size.concurrency, size.programs[k] * size.repeats) * p.first_use_s for k, p in programs.items())
+    steady = firsts / size.concurrency
+    steady += sum(size.programs[k] * per_slot * p.cost(size.epochs) for k, p in programs.items())
     training = sum(size.programs[k] * per_slot * size.epochs * p.epoch_s for k, p in programs.items())
     epoch_se = training * max((p.epoch_rel_se for p in programs.values()), default=0.0) / math.sqrt(len(programs))
     sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + spread.one_off_s**2)
