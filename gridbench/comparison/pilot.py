@@ -100,10 +100,11 @@ class _Program:
 def _program(trial, share: account.TrialShare, train: str) -> _Program:
     """A program from its pilot trial, the program's first use in its worker.
 
-    A later trial of a program reuses its built model and compiled steps (gridbench.workloads.programs): on an
-    H100, later MLP trials took 0.01-0.08 s of setup, 0.01-0.03 s of evaluation and a first epoch within 0.03 s
-    of a steady one, against 0.14-2.2 s, 0.02-0.27 s and 0.6 s for the first (docs/results/h100-pilot.md). So
-    the pilot trial's setup, evaluation and warm-up are held as its program's first use, paid once per worker.
+    A later trial of a program reuses its built model and compiled steps (gridbench.workloads.programs): in a
+    64-configuration MLP search on an H100 host's cores, later trials took 0.06-0.08 s of setup, 0.015-0.06 s of
+    evaluation and a first epoch within 0.13 s of a steady one, against up to 2.0 s, 0.11-0.26 s and 0.36-1.05 s
+    for a program's first (docs/results/h100-pilot.md). So the pilot trial's setup, evaluation and warm-up are
+    held as its program's first use, paid once per worker.
     """
     own, m = account.trial_parts(trial.metrics, train), trial.metrics
     overhead = max(0.0, share.steady_s - own["warmup_s"] - own["training_s"])
