@@ -418,6 +418,8 @@ def _pilot_tags(whole, plan) -> dict[str, str]:
 def _pilot_report(run_ids: list[str], tracking_uri: str, args: argparse.Namespace, strict: bool = False) -> None:
     """Each pilot's whole search, projected; with two, the verdict last. What cannot be projected says why:
     refused (`strict`: compare, reading), or one line after the pilot ran."""
+    import json
+
     from gridbench.comparison import pilot, spread
     from gridbench.comparison.pairing import search_price
     from gridbench.comparison.prices import PriceTable
@@ -438,10 +440,13 @@ def _pilot_report(run_ids: list[str], tracking_uri: str, args: argparse.Namespac
             print(f"pilot: not projected: {projected}")
             continue
         found.append(projected)
-        for line in pilot.lines(projected):
-            print(line)
-    if len(found) == 2:
-        print(pilot.verdict(*found))
+        if args.output_format != "json":
+            print("\n".join(pilot.lines(projected)))
+    sentence = pilot.verdict(*found) if len(found) == 2 else None
+    if args.output_format == "json":
+        print(json.dumps({"pilots": [p.to_dict() for p in found], "verdict": sentence}, indent=1))
+    elif sentence:
+        print(sentence)
 
 
 def _warm_up(console, plans):

@@ -148,3 +148,23 @@ def test_a_programs_first_use_is_paid_once_per_worker_not_by_every_configuration
     four = type(paying)(paying.run_id, tags, paying.params, paying.metrics, trials)
     steady = (8 * (0.5 + 10 * 0.2) + 8 * (0.5 + 10 * 2.0)) / 4
     assert pilot.project(four, 0.8, spread.floor("cpu")).makespan_s.value == pytest.approx(4.0 + steady + 2 * 1.4)
+
+
+def test_compare_experiment_never_takes_a_pilot_for_a_whole_search(tmp_path):
+    from mlflow import MlflowClient
+    from stores import new_store
+
+    from gridbench.tracking import latest_searches
+
+    store = new_store(tmp_path)
+    client = MlflowClient(store)
+    experiment = client.create_experiment("gridbench/mnist")
+    ids = {}
+    runs = (("cpu", "cpu", None, 1), ("gpu", "gpu", None, 2), ("cpu-pilot", "cpu", "true", 3),
+            ("gpu-pilot", "gpu", "true", 4))  # the pilots are the newest  # fmt: skip
+    for name, device, pilot_tag, started in runs:
+        tags = {schema.KIND: "search", schema.DEVICE: device, **({schema.PILOT: pilot_tag} if pilot_tag else {})}
+        run = client.create_run(experiment, start_time=started * 1000, tags=tags)
+        client.set_terminated(run.info.run_id, "FINISHED")
+        ids[name] = run.info.run_id
+    assert latest_searches(store, "mnist") == [ids["cpu"], ids["gpu"]]

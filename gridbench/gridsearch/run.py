@@ -30,6 +30,7 @@ from gridbench.gridsearch.recording import (
 )
 from gridbench.gridsearch.summary import summarise, with_account
 from gridbench.gridsearch.tuning import TrialRunner, fit, trial_context
+from gridbench.tracking import schema
 from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
@@ -158,8 +159,9 @@ def _start_parent(
     if resume is not None:
         recorder.resume(resume.parent_run_id, tags)
     else:
+        pilot = " pilot" if (extra_tags or {}).get(schema.PILOT) == "true" else ""  # seen in MLflow's run list
         recorder.start(
-            run_name=search_run_name(plan, resources),
+            run_name=search_run_name(plan, resources) + pilot,
             params={**search_params(plan.spec), **placement_params(plan)},
             tags=tags,
             documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
