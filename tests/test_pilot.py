@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_verdict import PRICES
+from test_verdict import PRICES, search_tags
 
 from gridbench.comparison import pilot, spread
 from gridbench.comparison.pairing import search_price
@@ -49,11 +49,7 @@ def recorded(device, programs, whole, trials_per_program=1, epochs=3, run="p", f
     """A search recorded as a driver records one: for each program (name -> (overhead, epoch s)), its trials, one at
     a time, the first paying its worker's start; a pilot where `whole` (the tags' whole search) is given."""
     store = MemoryRecorder("mnist")
-    tags = {"spec.name": "mnist", "dataset": "mnist", "model": "mlp", "backend": "jax", "metric": "test_accuracy",
-            "metric.mode": "max", "device": device, "cpu.cores_usable": "16", "cpus_per_trial": "16",
-            "gpus_per_trial": "1" if device == "gpu" else "0", "gpus_used": "1" if device == "gpu" else "0",
-            "gpu.0.name": "NVIDIA H100 80GB HBM3", "data.synthetic": "false", "timing.train": "steady_epoch_s",
-            "execution": "trials", "host": "h"}  # fmt: skip
+    tags = search_tags(device)
     if whole:
         tags.update({schema.PILOT: "true", schema.PILOT_WHOLE: json.dumps(whole), schema.PILOT_WHOLE_KEY: "k"})
     store.start(run, {"epochs": epochs, "grid.units": json.dumps(list(programs)), "repeats": 1}, tags, {})

@@ -23,16 +23,21 @@ PRICES = PriceTable(cpu_core_hour=0.05, gpu_hour={"NVIDIA H100": 3.0}, source="t
 EPOCHS = 4
 
 
+def search_tags(device: str) -> dict[str, str]:
+    """A search's tags as a driver writes them: the MNIST MLP on JAX, 16 cores per CPU trial or one H100."""
+    return {"spec.name": "mnist", "dataset": "mnist", "model": "mlp", "backend": "jax", "metric": "test_accuracy",
+            "metric.mode": "max", "device": device, "cpu.cores_usable": "16", "cpus_per_trial": "16",
+            "gpus_per_trial": "1" if device == "gpu" else "0", "gpus_used": "1" if device == "gpu" else "0",
+            "gpu.0.name": "NVIDIA H100 80GB HBM3", "data.synthetic": "false", "timing.train": "steady_epoch_s",
+            "execution": "trials", "host": "h"}  # fmt: skip
+
+
 def recorded(device, overhead, epoch, first_worker_s, first_use_s=(), trials=4, run="s", failed=0, repeats=1):
     """A search of `trials` configurations (one at a time, one worker) whose first trial pays its worker's start
     (imports `first_worker_s[0]`, and `first_worker_s[1]` more in setup), and whose trials at `first_use_s` pay
     their program's first use (compile_s 0.6 s); every other part as `overhead` and `epoch` say."""
     store = MemoryRecorder("mnist")
-    tags = {"spec.name": "mnist", "dataset": "mnist", "model": "mlp", "backend": "jax", "metric": "test_accuracy",
-            "metric.mode": "max", "device": device, "cpu.cores_usable": "16", "cpus_per_trial": "16",
-            "gpus_per_trial": "1" if device == "gpu" else "0", "gpus_used": "1" if device == "gpu" else "0",
-            "gpu.0.name": "NVIDIA H100 80GB HBM3", "data.synthetic": "false", "timing.train": "steady_epoch_s",
-            "execution": "trials", "host": "h"}  # fmt: skip
+    tags = search_tags(device)
     grid = json.dumps([str(i) for i in range(trials)])
     store.start(run, {"epochs": EPOCHS, "grid.lr": grid, "repeats": repeats}, tags, {})
     clock, parts = 1010.0, {"startup_s": 10.0, "compile_s": 0.0, "worker_start_s": 0.0, "trial_overhead_s": 0.0,
