@@ -191,16 +191,17 @@ def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None
     name = search.tags.get(schema.SPEC_NAME, "?")
     m = search.metrics
     parts = [f"<h1>{html.escape(name)}: {html.escape(search.label)}</h1>", page.heading("Headline")]
+    last = " (last session)" if m.get(schema.SESSIONS, 1) > 1 else ""  # a resumed search: that session's figure
     cards = [
-        page.card("makespan", f"{report.num(m.get(schema.MAKESPAN_S))} s"),
+        *_makespan_cards(m),
         page.card(
             "trials finished",
             f"{report.num(m.get(schema.TRIALS_FINISHED))} of {report.num(m.get(schema.TRIALS_TOTAL))}",
         ),
         page.card("at once", report.num(m.get(schema.CONCURRENCY))),
-        page.card("overhead ratio", report.num(m.get(schema.OVERHEAD_RATIO))),
-        page.card("training share", report.share(m.get(schema.TRAINING_SHARE))),
-        page.card("first trial after", f"{report.num(m.get(schema.TIME_TO_FIRST_TRIAL_S))} s"),
+        page.card("overhead ratio" + last, report.num(m.get(schema.OVERHEAD_RATIO))),
+        page.card("training share" + last, report.share(m.get(schema.TRAINING_SHARE))),
+        page.card("first trial after" + last, f"{report.num(m.get(schema.TIME_TO_FIRST_TRIAL_S))} s"),
     ]
     if schema.BEST_METRIC in m:
         cards.append(page.card(f"best {search.tags.get(schema.METRIC, '')}", report.num(m[schema.BEST_METRIC])))
@@ -218,6 +219,17 @@ def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None
     parts.append(environment_section([search]))
     parts.append(runs_section([search], tracking_uri, ui_base))
     return page.document(f"gridbench: {name}", parts)
+
+
+def _makespan_cards(m) -> list[str]:
+    """The whole search's makespan; a resumed search's every session's added up, and its last session's apart."""
+    sessions = int(m.get(schema.SESSIONS, 1))
+    if sessions <= 1:
+        return [page.card("makespan", f"{report.num(m.get(schema.MAKESPAN_S))} s")]
+    last = page.card("last session's makespan", f"{report.num(m.get(schema.MAKESPAN_S))} s")
+    if schema.SEARCH_MAKESPAN_S not in m:  # resumed before gridbench added the sessions up
+        return [last]
+    return [page.card(f"makespan, {sessions} sessions", f"{report.num(m[schema.SEARCH_MAKESPAN_S])} s"), last]
 
 
 def environment_section(searches: Sequence[SearchRun]) -> str:

@@ -92,6 +92,8 @@ class SearchProgress:
                 if schema.COMPILE_S in m:
                     timing += f", program {_program_source(record.tags)} in {_fmt(m[schema.COMPILE_S])} s"
                     timing += _program_split(m)
+            elif schema.SHARED_BY in m:  # trained in a group: its own part and an equal part of the shared
+                timing = f"fit {_fmt(m.get(self.train_metric))} s (solve + Gram share)"
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
@@ -149,9 +151,10 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     """
     spec = result.plan.spec
     axes = sorted(spec.grid)
-    finished = [t for t in result.trials if t.ranked]
-    diverged = [t for t in result.trials if t.finished and t.diverged]  # listed last, unranked
-    failed = [t for t in result.trials if not t.finished]
+    trials = result.all_trials  # a resumed search: every session's
+    finished = [t for t in trials if t.ranked]
+    diverged = [t for t in trials if t.finished and t.diverged]  # listed last, unranked
+    failed = [t for t in trials if not t.finished]
     timing_columns = TIMING_COLUMNS[spec.workload.train_metric]
     if result.plan.data.synthetic:  # random labels: no accuracy to show, rank by training time
         metric, mode = spec.workload.train_metric, "min"
@@ -161,6 +164,8 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
         title = f"{spec.name}: {len(finished)} finished, {len(failed)} failed, ranked by {metric} ({mode})"
     if diverged:
         title += f"; {len(diverged)} diverged (unranked, last)"
+    if result.earlier:
+        title += f"; {len(result.earlier)} finished in earlier sessions, {len(result.trials)} in this one"
     finished.sort(key=lambda t: t.metrics.get(metric, math.nan), reverse=mode == "max")
     ranks = [str(rank) for rank in range(1, len(finished) + 1)] + ["diverged"] * len(diverged)
     finished += diverged
@@ -169,6 +174,9 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     columns += [Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
     if spec.repeats > 1:
         columns.append(Column("repeat", [str(t.repeat) for t in finished], key=True))
+    if result.earlier:
+        earlier = {id(t) for t in result.earlier}
+        columns.append(Column("session", ["earlier" if id(t) in earlier else "this" for t in finished], key=True))
     if not result.plan.data.synthetic:
         columns.append(Column(spec.metric, [_fmt(t.metrics.get(spec.metric)) for t in finished]))
     for header, key, digits in timing_columns:
@@ -190,8 +198,8 @@ def print_search(console: Console, result: SearchResult) -> None:
     if inner:
         console.print(
             f"* shared by the configurations trained together in one trial (every {inner} of a group); "
-            f"fit s = own solve + an equal part of the shared Gram and factorisation; "
-            f"wall s = an equal part of the trial's wall time"
+            f"fit s = its own solve + an equal part of the shared Gram and factorisation; "
+            f"wall s = its own solve and evaluation + an equal part of the rest of the trial's wall time"
         )
     if result.plan.fused_groups:
         console.print(
@@ -201,23 +209,22 @@ def print_search(console: Console, result: SearchResult) -> None:
     for trial in result.trials:
         if not trial.finished:
             console.print(f"[red]{trial.status.value}[/] {trial.key} #{trial.repeat}: {trial.error}")
-    console.print(
-        f"makespan {s.makespan_s:.1f} s for {s.trials_total - s.trials_resumed} trials at concurrency {s.concurrency}; "
-        f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
-        f"training share {s.training_share:.2f} (epochs at their steady time {s.training_sum_s:.1f} s / makespan x "
-        f"concurrency)"
-    )
+    for line in summary_lines(s, result.plan.spec.metric):
+        console.print(line, highlight=False)
     if s.account:
         parts = account.Account(**s.account)
         console.print(
-            f"where the whole command's {parts.whole_command_s:.1f} s went: {account.one_line(parts)}; paid once per "
-            f"search {parts.one_off_s:.1f} s, the trials' steady cost {parts.steady_s:.1f} s (what a larger search "
-            f"would take: gridbench compare ... --project)"
+            f"Where the whole command's {parts.whole_command_s:.1f} s went: {account.one_line(parts)}. Paid once per "
+            f"search: {parts.one_off_s:.1f} s; the trials' steady cost, which grows with a search's size: "
+            f"{parts.steady_s:.1f} s (to project a larger search: gridbench compare ... --project)."
         )
     console.print(
-        f"first trial started {s.time_to_first_trial_s:.1f} s after the command; start-up {s.startup_s:.1f} s ("
-        + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
-        + f"Ray start {s.ray_start_s:.1f} s)"
+        f"The first trial started {s.time_to_first_trial_s:.1f} s after the command: the trials were launched "
+        f"after {s.startup_s:.1f} s ("
+        + (f"asking the backends about GPUs {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
+        + f"Ray's start {s.ray_start_s:.1f} s, overlapping), the first worker began "
+        f"{max(0.0, s.time_to_first_trial_s - s.startup_s):.1f} s later.",
+        highlight=False,
     )
     if s.precompile_processes:
         console.print(
@@ -239,13 +246,35 @@ def print_search(console: Console, result: SearchResult) -> None:
     if sources:
         counts = ", ".join(f"{sources[k]} {k}" for k in PROGRAM_SOURCES if sources[k])
         console.print(f"trials' programs: {counts}; {_cache_note(result.plan.options.compile_cache)}")
-    if s.trials_resumed:
-        console.print(
-            f"resumed (session {s.session}): {s.trials_resumed} trials had finished in earlier sessions; the makespan, "
-            f"trial times and overhead above cover the {s.trials_total - s.trials_resumed} trials run in this session"
-        )
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
+
+
+def summary_lines(s, metric: str) -> list[str]:
+    """The search's figures as sentences; a resumed search's whole first, then this session's, labelled."""
+    lines = []
+    ran = s.trials_total - s.trials_resumed
+    this = "The search"
+    if s.session > 1:
+        best = f"; best {metric} {s.best_metric:.4g}" if s.best_metric is not None else ""
+        lines.append(
+            f"The whole search: {s.trials_finished} of {s.trials_total} trials finished over {s.session} sessions, "
+            f"in {s.search_makespan_s:.1f} s of makespan (earlier sessions {s.earlier_makespan_s:.1f} s, "
+            f"{s.trials_resumed} trials){best}."
+        )
+        this = f"This session (session {s.session}, resumed)"
+    overhead = (s.overhead_ratio - 1) * 100 if s.overhead_ratio == s.overhead_ratio else float("nan")
+    if s.concurrency == 1:
+        ideal = f"One at a time, its trials' own times add up to {s.ideal_makespan_s:.1f} s"
+    else:
+        ideal = f"Spread evenly over {s.concurrency} slots, its trials' own times take {s.ideal_makespan_s:.1f} s"
+    lines.append(
+        f"{this} took {s.makespan_s:.1f} s (makespan) for {ran} trials, up to {s.concurrency} at a time. {ideal}: "
+        f"the search took {overhead:.0f}% longer (overhead ratio {s.overhead_ratio:.2f}). Training at the steady "
+        f"pace ({s.training_sum_s:.1f} s of epochs) filled {s.training_share:.0%} of the trial slots' time "
+        f"(training share {s.training_share:.2f})."
+    )
+    return lines
 
 
 PROGRAM_SOURCES = ("compiled", "loaded from the compile cache", "reused")
