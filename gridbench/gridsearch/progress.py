@@ -245,7 +245,8 @@ def print_search(console: Console, result: SearchResult) -> None:
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)
     if sources:
         counts = ", ".join(f"{sources[k]} {k}" for k in PROGRAM_SOURCES if sources[k])
-        console.print(f"trials' programs: {counts}; {_cache_note(result.plan.options.compile_cache)}")
+        note = _cache_note(result.plan.options.compile_cache, result.plan.backend)
+        console.print(f"Trials' programs: {counts}{note}.", highlight=False)
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
 
@@ -298,7 +299,10 @@ def _program_split(metrics) -> str:
     return f" (trace {trace}, lower {lower}, {backend})"
 
 
-def _cache_note(setting: str) -> str:
+def _cache_note(setting: str, backend: str) -> str:
+    """Where compiled programs are kept: JAX's cache only (a TensorFlow or torch search keeps none)."""
+    if backend != "jax":
+        return f" ({backend} keeps no compiled programs across trials' processes; --compile-cache is JAX's)"
     if setting == compile_cache.PERSISTENT:
-        return f"compile cache {compile_cache.persistent_dir()}, kept across searches"
-    return "compiled once per search" if setting == compile_cache.SEARCH else "compile cache off"
+        return f"; JAX's compile cache {compile_cache.persistent_dir()}, kept across searches"
+    return "; compiled once per search" if setting == compile_cache.SEARCH else "; JAX's compile cache off"
