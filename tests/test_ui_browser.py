@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 import subprocess
 import sys
 import time
@@ -45,7 +46,8 @@ def record_search(store: str, device: str, speed: float) -> str:
         record = TrialRecord(f"t{i}", config, 0, "FINISHED", metrics, {schema.DEVICE_ACTUAL: f"{device}:0"},
                              now + i, now + i + 1)  # fmt: skip
         recorder.record_trial(record, {"epochs": 3, **placement}, {schema.KIND: "trial", schema.DEVICE: device})
-    summary = SearchSummary(4, 4, 0, 1, 10.0 / speed, 1.0, 2.0, 8.0, 0.93)
+    account = {"startup_s": 2.0, "training_s": 10.0 / speed}  # the whole command: 12 s and 7 s
+    summary = SearchSummary(4, 4, 0, 1, 10.0 / speed, 1.0, 2.0, 8.0, 0.93, account=account)
     recorder.finish(summary, SearchStatus.FINISHED)
     return parent
 
@@ -74,9 +76,9 @@ def browse(browser: str, url: str, profile, *extra) -> str:
 
 
 def served(store: str):
-    """`gridbench ui` on a free port: (process, the lines it printed before "Ctrl-C")."""
+    """`gridbench ui` on a free port: (process, the lines it printed, stdout and stderr together, before "Ctrl-C")."""
     ui = subprocess.Popen([sys.executable, "-m", "gridbench", "ui", "--port", "0", "--tracking-uri", store],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     lines, deadline = [], time.monotonic() + 180
     while time.monotonic() < deadline:
         line = ui.stdout.readline()
@@ -95,8 +97,17 @@ def test_the_ui_opens_on_nested_trials_with_the_comparison_columns_and_links_the
         (compare,) = [re.search(r"http://\S+", line).group(0) for line in lines if line.startswith("compare view")]
         assert "workflowType=machine_learning" in runs and "orderByKey" not in runs  # unsorted: trials nest
         assert "viewStateShareKey=gridbench-comparison" in runs
-        dom = browse(browser, runs, tmp_path / "chromium")
+        # Its own lines only: MLflow's and uvicorn's go to the log file the first line names.
+        assert lines[0].startswith("MLflow's own lines") and len(lines) == 6, (
+            lines
+        )  # log, page, banner, compare, report, Ctrl-C
+        assert not [line for line in lines if re.search(r"INFO|WARNING|Warning|Registry|GET /", line)], lines
+        assert 'banner "You\'re viewing a shared view"' in lines[2]  # why MLflow shows it, in one line
+        # A full-HD window: the search's own figures add three columns to the view (a narrower one scrolls).
+        dom = browse(browser, runs, tmp_path / "chromium", "--window-size=1920,1000")
         text = text_of(dom)
+        log = Path(re.search(r"go to (\S+)", lines[0]).group(1)).read_text()
+        assert '"GET /health HTTP/1.1" 200' in log  # the server's lines, kept
         # Nesting: each search's row has an expander for its 4 trials; no trial is listed on its own.
         assert text.count("digits cpu jax") >= 2, text[:3000]
         assert "learning_rate=0.001 #0" not in text, text[:3000]
@@ -106,6 +117,12 @@ def test_the_ui_opens_on_nested_trials_with_the_comparison_columns_and_links_the
         # The saved view's columns, without a click: accuracy, timings, device, backend, the grid's axes.
         for column in ("test_accuracy", "steady_epoch_s", "trial_wall_s", "device", "hidden_units", "learning_rate"):
             assert f'data-testid="sort-header-{column}"' in dom, column
+        # A search's row shows its own figures: best metric, makespan (10 s and 5 s), the whole command's time.
+        for column in ("best_metric", "makespan_s", "whole_command_s"):
+            assert f'data-testid="sort-header-{column}"' in dom, column
+        # (MLflow orders metric columns by name: best_metric, makespan_s, the trials', whole_command_s.)
+        assert re.search(r"digits cpu jax [^#]*?\b0\.93\s+10\s+(-\s+)*12\b", text), text[-3000:]
+        assert re.search(r"digits cpu jax [^#]*?\b0\.93\s+5\s+(-\s+)*7\b", text), text[-3000:]
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shot = [f"--screenshot={ARTIFACTS / 'mlflow-ui-comparison.png'}"]
         subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}", *shot, runs],
