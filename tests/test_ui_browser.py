@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from stores import new_store
