@@ -569,7 +569,8 @@ def _print_plan(console, plan) -> None:
     )
     if plan.user_check_s:
         checked = f"model {spec.model} and data {spec.dataset} checked in {plan.user_check_s:.1f} s"
-        console.print(f"{checked} (CPU subprocess, before Ray starts)", highlight=False)
+        where = "while Ray started" if not options.address else "while joining the cluster"
+        console.print(f"{checked} (a CPU subprocess, {where})", highlight=False)
     if plan.fused_groups:
         sizes = sorted({len(group) for group in plan.fused_groups})
         console.print(
