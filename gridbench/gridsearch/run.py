@@ -144,10 +144,13 @@ def run_search(
             finally:
                 if stop is not None:
                     stop.hint = _stop_hint(plan, recorder, callback, resume, stop)
-    earlier = resume.earlier if resume is not None else ()
-    return SearchResult(
-        plan, recorder.parent_run_id, recorder.experiment_name, tuple(callback.records), summary, earlier
-    )
+    return _result(plan, recorder, callback, summary, resume)
+
+
+def _result(plan: SearchPlan, recorder, callback, summary: SearchSummary, resume) -> SearchResult:
+    earlier = resume.earlier if resume is not None else ()  # a resumed search: what earlier sessions finished
+    trials = tuple(callback.records)
+    return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary, earlier)
 
 
 def _start_parent(
