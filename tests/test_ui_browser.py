@@ -262,3 +262,15 @@ def test_the_reports_charts_as_rendered_one_colour_per_part_legends_clear_plain_
     check_charts(charts)
     text = " ".join(text_of(search.read_text()).split())
     assert "start-up (command to first trial) 2.00" in text and "whole command 12.00" in text
+
+
+def test_the_scale_pages_chart_as_rendered_keeps_its_legend_clear(tmp_path):
+    from test_reports import scale_result
+
+    from gridbench.scale import report as scale_report
+
+    page = tmp_path / "scale.html"
+    page.write_text(scale_report.page(scale_result(), "sqlite:///x.db"))
+    (chart,) = rendered_charts(chromium(), page, tmp_path / "chromium")
+    check_charts([chart])
+    assert {"ideal (linear)", "parallel efficiency", "training share"} <= set(chart["texts"])
