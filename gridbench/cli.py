@@ -204,7 +204,7 @@ def _add_baseline_command(commands) -> None:
 def _add_store_commands(commands) -> None:
     """The commands over the store: ui, sync, report; and list, over experiments/."""
     ui_help = (
-        "start MLflow's UI for the store on 127.0.0.1 (one server process, no job runner) and print the page to "
+        "start MLflow's UI for the store on 127.0.0.1 (its server, without the job runner) and print the pages to "
         "open; MLflow's and the web server's own lines go to a log file it names"
     )
     ui = commands.add_parser("ui", help=ui_help, description=ui_help)
