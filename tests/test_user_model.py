@@ -8,6 +8,7 @@ One Ray search runs the shipped example through the Python API.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -316,15 +317,15 @@ def test_the_api_names_its_own_arguments_in_errors_not_the_command_lines_flags()
     with pytest.raises(UserError) as raised:
         gridbench.search("digits", device="gpu", gpus_per_trial=1.5)
     assert str(raised.value).startswith("gpus_per_trial=1.5: above 1") and "--" not in str(raised.value)
-    assert gridbench.api.python_terms("--set 'x': expected KEY=VALUE, e.g. --set learning_rate=0.01") == (
-        "params 'x': expected KEY=VALUE, e.g. params={'learning_rate': '0.01'}"
-    )
-    assert gridbench.api.python_terms("--device gpu: no GPU is visible; use --device cpu") == (
-        "device='gpu': no GPU is visible; use device='cpu'"
-    )
+    assert importlib.import_module("gridbench.api").python_terms(
+        "--set 'x': expected KEY=VALUE, e.g. --set learning_rate=0.01"
+    ) == ("params 'x': expected KEY=VALUE, e.g. params={'learning_rate': '0.01'}")
+    assert importlib.import_module("gridbench.api").python_terms(
+        "--device gpu: no GPU is visible; use --device cpu"
+    ) == ("device='gpu': no GPU is visible; use device='cpu'")
 
 
-def test_the_api_checks_a_users_model_while_ray_starts(monkeypatch, tmp_path):
+def test_the_api_and_the_command_line_check_a_users_model_while_ray_starts(monkeypatch, tmp_path):
     import threading
     import time
 
@@ -347,11 +348,27 @@ def test_the_api_checks_a_users_model_while_ray_starts(monkeypatch, tmp_path):
     monkeypatch.setattr(ray_session.RaySession, "start", timed("ray"))
     monkeypatch.setattr(ray_session.RaySession, "stop", lambda self: None)
     monkeypatch.setattr(gridsearch, "run_search", lambda plan, **kwargs: plan)  # the plan, not a search
-    monkeypatch.setattr(gridbench.api, "Search", lambda result: result)
+    monkeypatch.setattr(importlib.import_module("gridbench.api"), "Search", lambda result: result)
     plan = gridbench.search(str(EXAMPLE), tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     assert plan.user_check_s == 1.0
     (check_start, check_end, _), (ray_start, ray_end, _) = spans["check"], spans["ray"]
     assert check_start < ray_end and ray_start < check_end  # the two overlapped
+
+    # The command line, likewise: planning ends in run_search, stopped here.
+    from gridbench import cli
+
+    class Planned(Exception):
+        pass
+
+    def planned(plan, **kwargs):
+        raise Planned
+
+    spans.clear()
+    monkeypatch.setattr(gridsearch, "run_search", planned)
+    with pytest.raises(Planned):
+        cli.main(["search", str(EXAMPLE), "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"])
+    (check_start, check_end, _), (ray_start, ray_end, _) = spans["check"], spans["ray"]
+    assert check_start < ray_end and ray_start < check_end
 
 
 # --- one real search: the shipped example through the Python API ---
