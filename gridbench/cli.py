@@ -780,9 +780,9 @@ def _list(args: argparse.Namespace) -> int:
 
     width = max(60, shutil.get_terminal_size((80, 24)).columns) if sys.stdout.isatty() else 80
     examples = sorted((EXPERIMENTS_DIR.parent / "examples").glob("*.toml"))
-    specs = [load_spec(name) for name in [*available_experiments(), *(os.path.relpath(p) for p in examples)]]
+    specs = [load_spec(name) for name in [*available_experiments(), *(_shortest_path(p) for p in examples)]]
     names = [
-        spec.name if Path(spec.source).parent == EXPERIMENTS_DIR else os.path.relpath(spec.source) for spec in specs
+        spec.name if Path(spec.source).parent == EXPERIMENTS_DIR else _shortest_path(spec.source) for spec in specs
     ]
     rows = [("experiment", "offline", "configs", "model")]
     for name, spec in zip(names, specs):
@@ -803,6 +803,11 @@ def _list(args: argparse.Namespace) -> int:
         names_ = ", ".join(hp.name for hp in workload.hyperparameters)
         print(_wrapped(f"{workload.name}{datasets}: {workload.description}; {names_}", width, "  ", "      "))
     return 0
+
+
+def _shortest_path(path) -> str:
+    """A file's path as a command here takes it: relative to this directory, or absolute where that is shorter."""
+    return min(os.path.relpath(path), os.path.abspath(path), key=len)
 
 
 def _wrapped(text: str, width: int, first: str = "", rest: str = "") -> str:
