@@ -612,3 +612,20 @@ def test_kill_matching_kills_only_the_search_s_processes_whose_command_line_matc
         for process in (monitor, other):
             process.kill()
             process.wait()
+
+
+def test_a_resumed_searchs_summary_gives_the_whole_search_first_then_labels_this_sessions_figures():
+    from gridbench.gridsearch.progress import summary_lines
+    from gridbench.tracking.records import SearchSummary
+
+    resumed = SearchSummary(6, 6, 0, 2, 8.3, 1.0, 2.0, 11.0, 0.97, session=2, trials_resumed=3, earlier_makespan_s=12.1)
+    whole, *session = summary_lines(resumed, "test_accuracy")
+    assert whole == (
+        "The whole search: 6 of 6 trials finished over 2 sessions, in 20.4 s of makespan (earlier sessions 12.1 s, "
+        "3 trials); best test_accuracy 0.97."
+    )
+    assert session[0] == "This session (session 2, resumed) took 8.3 s (makespan) for 3 trials, up to 2 at a time."
+    assert resumed.metrics()[schema.SEARCH_MAKESPAN_S] == pytest.approx(20.4)
+    once = summary_lines(SearchSummary(4, 4, 0, 1, 18.0, 1.0, 2.0, 13.7, 0.97), "test_accuracy")
+    assert once[0] == "The search took 18.0 s (makespan) for 4 trials, up to 1 at a time."
+    assert once[1].startswith("One at a time, its trials' own times add up to 13.7 s: the search took 31% longer")

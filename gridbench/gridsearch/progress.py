@@ -269,11 +269,11 @@ def summary_lines(s, metric: str) -> list[str]:
         ideal = f"One at a time, its trials' own times add up to {s.ideal_makespan_s:.1f} s"
     else:
         ideal = f"Spread evenly over {s.concurrency} slots, its trials' own times take {s.ideal_makespan_s:.1f} s"
+    lines.append(f"{this} took {s.makespan_s:.1f} s (makespan) for {ran} trials, up to {s.concurrency} at a time.")
+    lines.append(f"{ideal}: the search took {overhead:.0f}% longer (overhead ratio {s.overhead_ratio:.2f}).")
     lines.append(
-        f"{this} took {s.makespan_s:.1f} s (makespan) for {ran} trials, up to {s.concurrency} at a time. {ideal}: "
-        f"the search took {overhead:.0f}% longer (overhead ratio {s.overhead_ratio:.2f}). Training at the steady "
-        f"pace ({s.training_sum_s:.1f} s of epochs) filled {s.training_share:.0%} of the trial slots' time "
-        f"(training share {s.training_share:.2f})."
+        f"Training at the steady pace ({s.training_sum_s:.1f} s of epochs) filled {s.training_share:.0%} of the "
+        f"trial slots' time (training share {s.training_share:.2f})."
     )
     return lines
 
