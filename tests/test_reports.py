@@ -214,3 +214,13 @@ def test_a_resumed_searchs_page_shows_every_sessions_makespan_and_labels_the_las
     assert "6 of 6" in page and "overhead ratio (last session)" in page
     once = compare_html.search_page(search_run("r", "cpu", (), makespan=12.0), "sqlite:///x.db")
     assert "makespan<b>12 s</b>" in once and "last session" not in once
+
+
+def test_a_comparison_page_prints_each_note_once_and_keeps_those_no_section_showed():
+    import re
+
+    page = compare_html.comparison_page(compare(cpu_and_gpu(), PRICES), "sqlite:///x.db")
+    items = re.findall(r"<li>(.*?)</li>", page)
+    assert [item for item in items if items.count(item) > 1] == []
+    # No account recorded: its section shows none, so the speedup line stays among the notes, once.
+    assert sum("whole-search speedup as run" in item for item in items) == 1

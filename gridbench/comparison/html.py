@@ -133,8 +133,10 @@ def comparison_page(
     parts += [page.chart(name, fig) for name, fig in charts.items()]
     parts += projection_section(comparison)
     parts.append(baseline_won(comparison))
-    # The account's and the projection's lines are in their sections above: each line once on the page.
-    shown = set(account_report.speedup_lines(comparison) + account_report.projection_notes(comparison))
+    # The account's and the projection's lines where their sections above show them: each line once on the page.
+    shown = set(account_report.speedup_lines(comparison)) if account_report.account_rows(comparison) else set()
+    if any(account_report.projection_rows(pairing) for pairing in comparison.pairings):
+        shown |= set(account_report.projection_notes(comparison))
     parts.append(page.heading("Notes") + page.bullets([n for n in report.notes(comparison) if n not in shown]))
     parts.append(environment_section(comparison.searches))
     extra = f"this comparison: {comparison_run_id}" if comparison_run_id else ""
