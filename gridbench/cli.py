@@ -774,8 +774,11 @@ def _list(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
 
+    from rich.console import Console
+
     from gridbench.datasets.find import on_disk
     from gridbench.spec import EXPERIMENTS_DIR, available_experiments, load_spec
+    from gridbench.tables import Column, fitted
     from gridbench.workloads import WORKLOADS
 
     width = max(60, shutil.get_terminal_size((80, 24)).columns) if sys.stdout.isatty() else 80
@@ -784,13 +787,16 @@ def _list(args: argparse.Namespace) -> int:
     names = [
         spec.name if Path(spec.source).parent == EXPERIMENTS_DIR else _shortest_path(spec.source) for spec in specs
     ]
-    rows = [("experiment", "offline", "configs", "model")]
-    for name, spec in zip(names, specs):
-        offline = "yes" if spec.user_data is not None or on_disk(spec.dataset) else f"no ({spec.dataset})"
-        rows.append((name, offline, str(spec.grid_size), spec.model))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
+    offline = ["yes" if s.user_data is not None or on_disk(s.dataset) else f"no ({s.dataset})" for s in specs]
+    columns = [
+        Column("experiment", names, key=True, justify="left"),
+        Column("offline", offline, justify="left"),
+        Column("configs", [str(spec.grid_size) for spec in specs]),
+        Column("model", [spec.model for spec in specs], justify="left"),
+    ]
+    console = Console(width=width, highlight=False)
+    for table in fitted("experiments/ and examples/", columns, width):
+        console.print(table)
     print(_wrapped("offline no: its first search downloads the dataset through Keras (or give --data-dir)", width))
     print("\nWhat each trains, and its grid (axis(values)):")
     for name, spec in zip(names, specs):
