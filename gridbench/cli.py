@@ -362,9 +362,10 @@ def _search(args: argparse.Namespace) -> int:
             spec, _search_options(args, "cpu", named.get("cpu")), _search_options(args, "gpu", named.get("gpu"))
         )
     else:
-        try:  # Ray starts while the backends are asked about GPUs
+        try:  # Ray starts while the backends are asked about GPUs; a resume is checked against its run first
             options = _search_options(args, args.device, named.get(args.device))
-            plans = [plan_search(spec, options, session.start, session.planned)]
+            starting = (session.start, session.planned) if not args.resume else ()
+            plans = [plan_search(spec, options, *starting)]
         except BaseException:
             session.stop()
             raise
