@@ -14,4 +14,4 @@ for i in $(seq 1 "$repeats"); do
     --grid learning_rate=0.01,0.001 --tracking-uri "sqlite:///$work/mlflow.db" "$@" >"$out/$name-$i.txt" 2>&1)
   rm -rf "$work"
 done
-grep -H -E "makespan|first trial|compiled ahead|trials' programs|whole command" "$out/$name"-*.txt
+grep -H -i -E "makespan|first trial|compiled ahead|trials' programs|whole command" "$out/$name"-*.txt

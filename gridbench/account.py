@@ -117,6 +117,21 @@ def timings_of(
     return [_unit_timing(worker, [members[i] for i in indices], train_metric) for worker, indices in _units(members)]
 
 
+# One colour per part on every chart (the account's, and a trial's phases drawn in the same terms), from
+# matplotlib's default cycle: the same part never changes colour from one chart to the next.
+PART_COLOURS = {
+    "compile_warmup_s": "#8c564b",
+    "startup_s": "#7f7f7f",
+    "compile_s": "#d62728",
+    "worker_start_s": "#9467bd",
+    "trial_overhead_s": "#bcbd22",
+    "warmup_s": "#ff7f0e",
+    "training_s": "#2ca02c",
+    "end_s": "#17becf",
+    "eval_s": "#1f77b4",  # a trial's evaluation: its own colour in the trial's phases (the account counts it overhead)
+}
+
+
 @dataclass(frozen=True)
 class Account:
     """The whole command in parts (seconds of wall time); they add up to `whole_command_s`."""

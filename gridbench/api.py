@@ -11,7 +11,9 @@ nothing is printed unless progress=True.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -103,6 +105,57 @@ _OPTION_NAMES = (
 )
 
 
+# The command line's flags as search()'s and compare()'s arguments: an error a Python caller reads names these.
+_ARGUMENTS = {
+    **{f"--{name.replace('_', '-')}": name for name in _OPTION_NAMES},
+    "--device": "device",
+    "--set": "params",
+    "--grid": "grid",
+    "--repeats": "repeats",
+    "--target": "target",
+    "--prices": "prices",
+    "--price": "price",
+    "--allow-mismatch": "allow_mismatch",
+}
+_WORDS = ("cpu", "gpu", "both", "tensorflow", "jax", "torch", "persistent", "search", "off", "auto", "on")
+_VALUE = r"[-+]?\d[\w.+-]*|'[^']*'|[\w.]+=\S+?(?=[;:,)]?(?:\s|$))|" + "|".join(_WORDS)  # a number, 'text', k=v, a word
+_FLAG = re.compile(rf"--[a-z][a-z-]*(?: (?:{_VALUE})\b)?")
+
+
+def python_terms(message: str) -> str:
+    """A UserError's message with the command line's flags as the Python arguments they stand for:
+    "--device gpu: ...; use --device cpu" reads "device='gpu': ...; use device='cpu'"."""
+
+    def argument(match: re.Match) -> str:
+        flag, _, value = match.group(0).partition(" ")
+        name = _ARGUMENTS.get(flag)
+        if name is None:
+            return match.group(0)
+        if not value:
+            return name
+        if name in ("params", "grid") and "=" in value:
+            key, _, given = value.partition("=")
+            return f"{name}={{{key!r}: {given!r}}}"
+        if re.fullmatch(r"[-+]?\d[\d.e+-]*", value) or value.startswith("'"):
+            return f"{name}={value}"
+        return f"{name}={value!r}"
+
+    return _FLAG.sub(argument, message)
+
+
+def _python_errors(function):
+    """search() and compare() raise UserError in Python's terms (python_terms), not the command line's."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except UserError as err:
+            raise UserError(python_terms(str(err))) from None
+
+    return wrapper
+
+
 @dataclass(frozen=True)
 class Search:
     """What gridbench.search() returns: a finished search: its MLflow parent run, its trials and its summary figures."""
@@ -155,6 +208,7 @@ class Search:
         return pandas.DataFrame(rows)
 
 
+@_python_errors
 def search(
     experiment_or_spec: str | ExperimentSpec | Spec,
     device: str = "cpu",
@@ -188,12 +242,22 @@ def search(
             _options("cpu", {**options, "backend": backend.get("cpu")}),
             _options("gpu", {**options, **gpu_only, "backend": backend.get("gpu")}),
         )
+        sessions = [None, None]
     else:
-        plans = (plan_search(spec, _options(device, options)),)
+        from gridbench.gridsearch.ray_session import RaySession
+
+        # As the command line does: Ray starts while the plan is checked (a user's model in its subprocess).
+        session = RaySession(open_store_early=True)
+        try:
+            plans = (plan_search(spec, _options(device, options), session.start, session.planned),)
+        except BaseException:
+            session.stop()
+            raise
+        sessions = [session]
     runs = []
-    for plan in plans:
+    for plan, session in zip(plans, sessions):
         observer = _progress(plan) if progress else None
-        runs.append(Search(run_search(plan, observer=observer)))
+        runs.append(Search(run_search(plan, observer=observer, session=session)))
     return tuple(runs) if device == "both" else runs[0]
 
 
@@ -260,6 +324,7 @@ class ComparisonResult:
         return report.markdown(self.comparison)
 
 
+@_python_errors
 def compare(
     *runs: str | Search,
     tracking_uri: str | None = None,

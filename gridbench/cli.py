@@ -7,6 +7,7 @@ command that needs them runs. A UserError becomes one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -28,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gridbench",
         description="Compare CPU and GPU speed for whole hyperparameter grid searches (Ray Tune + MLflow).",
     )
+    from gridbench import __version__
+
+    parser.add_argument("--version", action="version", version=f"gridbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     _add_search_command(commands)
@@ -41,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_search_command(commands) -> None:
     """`gridbench search`: its flags, shared with scale and compare where they mean the same."""
     search = commands.add_parser("search", help="run an experiment's grid as Ray Tune trials, recorded in MLflow")
-    search.add_argument("experiment", help="a name from experiments/ (see `gridbench list`) or a path to a .toml file")
+    search.add_argument(
+        "experiment",
+        nargs="?",
+        help="a name from experiments/ (see `gridbench list`) or a path to a .toml file; with --resume RUN_ID, "
+        "the one that search ran (it may be left out)",
+    )
     search.add_argument(
         "--device",
         choices=("cpu", "gpu", "both"),
@@ -135,12 +144,18 @@ def _add_scale_command(commands) -> None:
     scale.add_argument("--repeats", type=int, metavar="N", help="train each configuration N times")
     _add_max_trials(scale)
     _add_compile_cache(scale)
-    scale.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: sqlite:///mlflow.db)")
+    scale.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+    )
     scale.add_argument("--data-dir", metavar="DIR", help="directory holding dataset files")
     scale.add_argument("--synthetic", action="store_true", help="random data of the real shapes (speed only)")
-    scale.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    scale.add_argument("--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2")
-    scale.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table", dest="output_format")
+    scale.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="fix a hyperparameter"
+    )
+    scale.add_argument(
+        "--grid", dest="grids", action="append", default=[], metavar="KEY=V1,V2", help="make or replace a grid axis"
+    )
+    _add_format(scale, "the scale table")
     scale.add_argument(
         "--out", metavar="DIR", help="also write the table (md, csv, json), the curve (PNG) and report.html here"
     )
@@ -178,7 +193,9 @@ def _add_baseline_command(commands) -> None:
     baseline.add_argument(
         "--estimator", choices=("svc", "kernel_ridge"), default="svc", help="SVC(kernel='rbf') or KernelRidge"
     )
-    baseline.add_argument("--n-jobs", type=int, default=-1, help="GridSearchCV's n_jobs (default -1: every core)")
+    baseline.add_argument(
+        "--n-jobs", type=int, default=-1, metavar="N", help="GridSearchCV's n_jobs (default -1: every core)"
+    )
     baseline.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
     )
@@ -194,7 +211,11 @@ def _add_baseline_command(commands) -> None:
 
 def _add_store_commands(commands) -> None:
     """The commands over the store: ui, sync, report; and list, over experiments/."""
-    ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 for the store, lean (3 processes)")
+    ui_help = (
+        "start MLflow's UI for the store on 127.0.0.1 (its server, without the job runner) and print the pages to "
+        "open; MLflow's and the web server's own lines go to a log file it names"
+    )
+    ui = commands.add_parser("ui", help=ui_help, description=ui_help)
     ui.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
     )
@@ -223,6 +244,16 @@ def _add_store_commands(commands) -> None:
     listing.set_defaults(handler=_list)
 
 
+def _add_format(parser, what: str) -> None:
+    parser.add_argument(
+        "--format",
+        choices=("table", "markdown", "csv", "json"),
+        default="table",
+        dest="output_format",
+        help=f"print {what} as a terminal table (default), Markdown, CSV or JSON (the other lines then go to stderr)",
+    )
+
+
 def _add_max_trials(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-trials",
@@ -239,8 +270,10 @@ def _add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         const="latest",
         metavar="RUN_ID",
-        help="continue the latest unfinished search of this spec in the store (or the search RUN_ID): only its "
-        "trials not FINISHED run, under its parent run; the spec and options must be the ones it ran with",
+        help="continue the search RUN_ID with the spec and options it ran with, as its parent run recorded them "
+        "(`gridbench search --resume RUN_ID`); without RUN_ID, the latest unfinished search of EXPERIMENT: only "
+        "its trials not FINISHED run, under its parent run; an option given that differs from the one it ran "
+        "with is refused",
     )
     parser.add_argument(
         "--retries",
@@ -279,8 +312,10 @@ def _add_cluster_option(parser: argparse.ArgumentParser) -> None:
 def _add_compare_options(parser: argparse.ArgumentParser) -> None:
     from_compare = parser.prog.endswith("compare")
     group = parser.add_argument_group("comparison" + ("" if from_compare else " (with --device both)"))
-    group.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table", dest="output_format")
-    group.add_argument("--target", type=float, help="metric value for time to accuracy (default: the spec's target)")
+    _add_format(group, "the comparison")
+    group.add_argument(
+        "--target", type=float, metavar="VALUE", help="metric value for time to accuracy (default: the spec's target)"
+    )
     group.add_argument("--prices", metavar="FILE", help="$/hour table (layout of gridbench/data/prices.toml)")
     group.add_argument("--price", action="append", default=[], metavar="KEY=USD", help='e.g. "NVIDIA H100=2.50"')
     group.add_argument(
@@ -335,9 +370,10 @@ def _search(args: argparse.Namespace) -> int:
             spec, _search_options(args, "cpu", named.get("cpu")), _search_options(args, "gpu", named.get("gpu"))
         )
     else:
-        try:  # Ray starts while the backends are asked about GPUs
+        try:  # Ray starts while the backends are asked about GPUs; a resume is checked against its run first
             options = _search_options(args, args.device, named.get(args.device))
-            plans = [plan_search(spec, options, session.start, session.planned)]
+            starting = (session.start, session.planned) if not args.resume else ()
+            plans = [plan_search(spec, options, *starting)]
         except BaseException:
             session.stop()
             raise
@@ -367,16 +403,16 @@ def _search(args: argparse.Namespace) -> int:
         progress = SearchProgress(console, spec.metric, plan.spec.workload.train_metric)
         if resume is not None:
             print(f"resuming search {resume.parent_run_id}: {resume.remaining} of {plan.trials_total} trials to run")
-        tags = {schema.COMPILE_WARMUP: warm.describe()} if warm.programs else {}
-        if whole is not None:
-            tags.update(_pilot_tags(whole, plan))
+        tags = {schema.RESUME_ARGUMENTS: json.dumps(_resume_arguments(args, plan.options.device))}
+        tags.update({schema.COMPILE_WARMUP: warm.describe()} if warm.programs else {})
+        tags.update(_pilot_tags(whole, plan) if whole is not None else {})
         result = run_search(
             plan,
             observer=progress,
             requested_at=requested_at,
             resume=resume,
             session=session,
-            extra_tags=tags or None,
+            extra_tags=tags,
             compile_warmup_s=0.0 if results else warm.seconds,
         )
         print_search(console, result, project_hint=whole is None)  # a pilot's projection follows
@@ -461,6 +497,76 @@ def _warm_up(console, plans):
     return warm
 
 
+# `search` flags that say what a search trains and how (its spec and options), by their argparse dest.
+_RECORDED_FLAGS = {
+    "cpus_per_trial": "--cpus-per-trial",
+    "cpus": "--cpus",
+    "address": "--address",
+    "max_concurrent": "--max-concurrent",
+    "max_trials": "--max-trials",
+    "compile_cache": "--compile-cache",
+    "compile_ahead": "--compile-ahead",
+    "repeats": "--repeats",
+    "synthetic": "--synthetic",
+    "retries": "--retries",
+    "keep_ray_logs": "--keep-ray-logs",
+    "execution": "--execution",
+}
+_GPU_FLAGS = {"gpus_per_trial": "--gpus-per-trial", "gpus": "--gpus"}
+
+
+def _resume_arguments(args: argparse.Namespace, device: str) -> list[str]:
+    """This search's spec and options as `search` arguments, for its parent run: `search --resume RUN_ID` alone
+    parses them again (paths made absolute, the backend as chosen by flag or $KERAS_BACKEND; no store)."""
+    from pathlib import Path
+
+    from gridbench.gridsearch import backends
+    from gridbench.spec import EXPERIMENTS_DIR, resolve_experiment_path
+
+    path = resolve_experiment_path(args.experiment)
+    in_experiments = path.resolve().parent == EXPERIMENTS_DIR.resolve()
+    arguments = [path.stem if in_experiments else str(path.resolve()), "--device", device]
+    backend = backends.parse_flag(args.backend).get(device) or os.environ.get("KERAS_BACKEND")
+    if backend:
+        arguments += ["--backend", backend]
+    defaults = build_parser().parse_args(["search", "x"])
+    flags = {**_RECORDED_FLAGS, **(_GPU_FLAGS if device == "gpu" else {})}
+    for dest, flag in flags.items():
+        value = getattr(args, dest)
+        if value is True:
+            arguments.append(flag)
+        elif value not in (None, False) and value != getattr(defaults, dest):
+            arguments += [flag, str(value)]
+    if args.data_dir:
+        arguments += ["--data-dir", str(Path(args.data_dir).resolve())]
+    for item in args.sets:
+        arguments += ["--set", item]
+    for item in args.grids:
+        arguments += ["--grid", item]
+    return arguments
+
+
+def _recorded_search(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]):
+    """`search --resume RUN_ID` without an experiment: the spec and options its parent run recorded, then the
+    flags given here (which the plan must then agree with, as for any --resume)."""
+    from gridbench.gridsearch.resume import LATEST, recorded_arguments
+    from gridbench.spec import available_experiments
+
+    if args.resume in available_experiments() or str(args.resume).endswith(".toml"):
+        args.experiment, args.resume = args.resume, LATEST  # `search --resume digits`: the experiment's latest
+        return args
+    if args.resume is None:
+        raise UserError("search: give an experiment (see `gridbench list`), or --resume RUN_ID to continue a search")
+    if args.resume == LATEST:
+        raise UserError(
+            "--resume alone continues the latest unfinished search of an experiment: give it "
+            "(gridbench search EXPERIMENT --resume), or give the search's run id (gridbench search --resume RUN_ID)"
+        )
+    recorded = recorded_arguments(args.tracking_uri, args.resume)
+    given = argv[argv.index("search") + 1 :]
+    return parser.parse_args(["search", *recorded, *given])
+
+
 def _search_options(args: argparse.Namespace, device: str, backend: str | None):
     from gridbench.gridsearch import SearchOptions
 
@@ -484,9 +590,10 @@ def _add_compile_cache(command: argparse.ArgumentParser) -> None:
         "--compile-cache",
         choices=compile_cache.SETTINGS,
         default=compile_cache.DEFAULT,
-        help="JAX's compiled programs: kept across searches in ~/.cache/gridbench/jax ($GRIDBENCH_CACHE_DIR, bounded "
-        "by $GRIDBENCH_CACHE_MAX_MB; default); compiled once per search, as on a fresh machine (search); or "
-        "compiled by every worker anew (off)",
+        help="JAX backend only (TensorFlow and torch searches compile no cached programs; it does not apply): "
+        "the compiled programs are kept across searches in ~/.cache/gridbench/jax ($GRIDBENCH_CACHE_DIR, bounded "
+        "by $GRIDBENCH_CACHE_MAX_MB; persistent, the default); compiled once per search, as on a fresh machine "
+        "(search); or compiled by every worker anew (off)",
     )
     command.add_argument(
         "--no-compile-cache", dest="compile_cache", action="store_const", const="off", help="--compile-cache off"
@@ -495,8 +602,9 @@ def _add_compile_cache(command: argparse.ArgumentParser) -> None:
         "--compile-ahead",
         choices=compile_cache.AHEAD_SETTINGS,
         default=compile_cache.AHEAD_AUTO,
-        help="compile JAX's programs in processes of their own while Ray starts: on a GPU, and on a CPU of 8 cores "
-        "or more (auto, the default); always (on); or in each program's first trial (off)",
+        help="JAX backend only (not TensorFlow or torch): compile the programs in processes of their own while Ray "
+        "starts: on a GPU, and on a CPU of 8 cores or more (auto, the default); always (on); or in each "
+        "program's first trial (off)",
     )
 
 
@@ -531,7 +639,8 @@ def _print_plan(console, plan) -> None:
     )
     if plan.user_check_s:
         checked = f"model {spec.model} and data {spec.dataset} checked in {plan.user_check_s:.1f} s"
-        console.print(f"{checked} (CPU subprocess, before Ray starts)", highlight=False)
+        where = "while Ray started" if not options.address else "while joining the cluster"
+        console.print(f"{checked} (a CPU subprocess, {where})", highlight=False)
     if plan.fused_groups:
         sizes = sorted({len(group) for group in plan.fused_groups})
         console.print(
@@ -800,35 +909,65 @@ def _ui(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from gridbench.spec import available_experiments, load_spec
+    """The experiments (and examples), whether each runs offline, and the models, in the terminal's width
+    (80 columns where it is not a terminal): long text wrapped, never cut."""
+    import shutil
+    from pathlib import Path
 
-    rows, own_models = [], []
-    for name in available_experiments():
-        spec = load_spec(name)
-        if spec.user_model is not None:
-            own_models.append(spec.workload)
-        axes = " x ".join(f"{axis}({len(values)})" for axis, values in spec.grid.items()) or "-"
-        rows.append((name, spec.dataset, spec.model, str(spec.grid_size), axes, spec.description))
-    headers = ("experiment", "dataset", "model", "configs", "grid", "description")
-    widths = [max(len(r[i]) for r in (headers, *rows)) for i in range(len(headers) - 1)]
-    for row in (headers, *rows):
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+    from rich.console import Console
+
+    from gridbench.datasets.find import on_disk
+    from gridbench.spec import EXPERIMENTS_DIR, available_experiments, load_spec
+    from gridbench.tables import Column, fitted
     from gridbench.workloads import WORKLOADS
 
-    print("models (the `model` of a spec; `--set`/`--grid` take their hyperparameters):")
-    width = max(map(len, WORKLOADS))
-    for workload in WORKLOADS.values():
-        names = ", ".join(hp.name for hp in workload.hyperparameters)
-        print(f"  {workload.name.ljust(width)}  {workload.description} [{', '.join(workload.datasets)}]: {names}")
-    for workload in own_models:  # a user's own, declared in an experiment's [hyperparameters]
-        names = ", ".join(hp.name for hp in workload.hyperparameters)
-        print(f"  {workload.name}  {workload.description}: {names}")
+    width = max(60, shutil.get_terminal_size((80, 24)).columns) if sys.stdout.isatty() else 80
+    examples = sorted((EXPERIMENTS_DIR.parent / "examples").glob("*.toml"))
+    specs = [load_spec(name) for name in [*available_experiments(), *(_shortest_path(p) for p in examples)]]
+    names = [
+        spec.name if Path(spec.source).parent == EXPERIMENTS_DIR else _shortest_path(spec.source) for spec in specs
+    ]
+    offline = ["yes" if s.user_data is not None or on_disk(s.dataset) else f"no ({s.dataset})" for s in specs]
+    columns = [
+        Column("experiment", names, key=True, justify="left"),
+        Column("offline", offline, justify="left"),
+        Column("configs", [str(spec.grid_size) for spec in specs]),
+        Column("model", [spec.model for spec in specs], justify="left"),
+    ]
+    console = Console(width=width, highlight=False)
+    for table in fitted("experiments/ and examples/", columns, width):
+        console.print(table)
+    print(_wrapped("offline no: its first search downloads the dataset through Keras (or give --data-dir)", width))
+    print("\nWhat each trains, and its grid (axis(values)):")
+    for name, spec in zip(names, specs):
+        axes = " x ".join(f"{axis}({len(values)})" for axis, values in spec.grid.items()) or "no grid"
+        print(_wrapped(f"{name}: {spec.description}; {axes}", width, "  ", "      "))
+    print("\nModels, their datasets, and the hyperparameters --set and --grid take:")
+    own = [spec.workload for spec in specs if spec.user_model is not None]
+    for workload in [*WORKLOADS.values(), *own]:
+        datasets = f" [{', '.join(workload.datasets)}]" if workload.name in WORKLOADS else ""
+        names_ = ", ".join(hp.name for hp in workload.hyperparameters)
+        print(_wrapped(f"{workload.name}{datasets}: {workload.description}; {names_}", width, "  ", "      "))
     return 0
+
+
+def _shortest_path(path) -> str:
+    """A file's path as a command here takes it: relative to this directory, or absolute where that is shorter."""
+    return min(os.path.relpath(path), os.path.abspath(path), key=len)
+
+
+def _wrapped(text: str, width: int, first: str = "", rest: str = "") -> str:
+    import textwrap
+
+    return textwrap.fill(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command == "search" and args.experiment is None:
+            args = _recorded_search(parser, args, list(sys.argv[1:] if argv is None else argv))
         return args.handler(args)
     except UserError as err:
         print(f"gridbench: error: {err}", file=sys.stderr)

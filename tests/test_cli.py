@@ -41,15 +41,25 @@ def test_help_imports_no_framework():
     assert "HEAVY []" in result.stdout
 
 
-def test_list_shows_each_experiment_with_dataset_model_and_grid_size():
-    result = gridbench("list")
+def test_list_fits_80_columns_and_says_which_experiments_run_offline(tmp_path):
+    empty = {"KERAS_HOME": str(tmp_path), "GRIDBENCH_DATA_DIR": str(tmp_path)}  # no dataset downloaded
+    result = gridbench("list", env=empty)
     assert result.returncode == 0, result.stderr
-    lines = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]}
-    assert lines["digits"][1:4] == ["digits", "mlp", "4"]
-    assert lines["mnist"][1:4] == ["mnist", "mlp", "8"]
-    assert lines["cifar10-resnet"][1:4] == ["cifar10", "resnet", "6"]
-    families = {line.split()[0] for line in result.stdout.split("models (")[1].splitlines()[1:]}
-    assert families == {"mlp", "cnn", "vgg", "resnet", "smallcnn", "bilstm", "fasttext", "char_lstm", "kernel_ridge"}
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80, result.stdout
+
+    def rows(out: str) -> dict[str, list[str]]:  # the table's rows, by experiment: offline, configs, model
+        cells = [[cell.strip() for cell in line.strip("│").split("│")] for line in out.splitlines() if line[:1] == "│"]
+        return {row[0]: row[1:] for row in cells}
+
+    rows_now = rows(result.stdout)
+    assert rows_now["digits"] == ["yes", "4", "mlp"] and rows_now["kernels-digits"] == ["yes", "12", "kernel_ridge"]
+    assert rows_now["examples/digits-cnn.toml"][0] == "yes"  # a user's own data: on disk
+    assert rows_now["mnist"] == ["no (mnist)", "8", "mlp"] and rows_now["cifar10-resnet"][0] == "no (cifar10)"
+    (tmp_path / "mnist.npz").write_bytes(b"")  # there now: a search reads it without a download
+    assert rows(gridbench("list", env=empty).stdout)["mnist"][0] == "yes"
+    models = result.stdout.split("--grid take:")[1]
+    families = {line.split()[0] for line in models.splitlines() if line.startswith("  ") and not line.startswith("   ")}
+    assert families >= {"mlp", "cnn", "vgg", "resnet", "smallcnn", "bilstm", "fasttext", "char_lstm", "kernel_ridge"}
 
 
 BAD_SPEC = 'dataset = "digits"\nmodel = "mlp"\n[grid\n'
@@ -205,3 +215,28 @@ def test_a_failed_download_is_one_line_with_no_framework_banner_before_it(tmp_pa
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("gridbench: error: mnist not found") and "download failed" in result.stderr
+
+
+def test_every_option_of_every_command_says_what_it_does_and_version_prints_the_version():
+    import argparse
+
+    from gridbench import __version__
+    from gridbench.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = [
+        f"{name} {'/'.join(action.option_strings) or action.dest}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        if not action.help or action.help == argparse.SUPPRESS
+    ]
+    assert silent == []
+    assert gridbench("--version").stdout.strip() == f"gridbench {__version__}"
+    scale = gridbench("scale", "--help").stdout
+    assert "$MLFLOW_TRACKING_URI" in scale and "fix a hyperparameter" in scale
+    ui = gridbench("ui", "--help").stdout
+    assert "processes)" not in ui and "log file" in ui  # not "lean (3 processes)": what it does
+    search = " ".join(gridbench("search", "--help").stdout.split())
+    assert "--compile-cache {search,persistent,off} JAX backend only" in search
+    assert "--compile-ahead {auto,on,off} JAX backend only" in search

@@ -40,7 +40,7 @@ def timed_search(store: str, cwd, epochs: int, cores: str) -> tuple[str, float]:
     result = gridbench("search", "digits", "--cpus-per-trial", cores, "--backend", "jax", "--set", f"epochs={epochs}",
                        "--compile-cache", "off", "--tracking-uri", store, cwd=cwd)  # fmt: skip
     wall = time.perf_counter() - start
-    assert "where the whole command's" in result.stdout
+    assert "Where the whole command's" in result.stdout
     run_id = result.stdout.split("parent run ")[1].split()[0]
     OUTPUTS[run_id] = result.stdout
     return run_id, wall

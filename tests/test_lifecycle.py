@@ -111,6 +111,57 @@ def test_resume_refuses_other_options_in_one_line_and_runs_only_what_did_not_fin
     assert "\n" not in message and "epochs 2 (now 3)" in message and "cpus_per_trial 1 (now 2)" in message
 
 
+def test_search_resume_with_a_run_id_alone_takes_the_spec_and_options_its_parent_recorded(store, tmp_path):
+    from gridbench import cli
+    from gridbench.gridsearch.resume import recorded_arguments
+
+    parser = cli.build_parser()
+    given = ["search", "digits", "--set", "epochs=60", "--grid", "hidden_units=16,32", "--cpus-per-trial", "1"]
+    args = parser.parse_args(given)
+    recorded = cli._resume_arguments(args, "cpu")
+    assert recorded == ["digits", "--device", "cpu", "--cpus-per-trial", "1"] + given[2:6]
+    plan = plan_search(cli._load(args), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    recorder = _recorded_search(plan, tags={schema.RESUME_ARGUMENTS: __import__("json").dumps(recorded)})
+    recorder.finish(None, schema.SearchStatus.KILLED, "stopped by SIGINT")
+    run_id = recorder.parent_run_id
+    assert recorded_arguments(store, run_id) == recorded
+
+    argv = ["search", "--resume", run_id, "--tracking-uri", store]
+    resumed = cli._recorded_search(parser, parser.parse_args(argv), argv)
+    assert resumed.experiment == "digits" and resumed.resume == run_id and resumed.tracking_uri == store
+    again = plan_search(cli._load(resumed), SearchOptions(cpus_per_trial=resumed.cpus_per_trial, tracking_uri=store))
+    assert again.spec.spec_hash == plan.spec.spec_hash and locate(again, run_id).remaining == 4
+
+    argv = ["search", "--resume", run_id, "--tracking-uri", store, "--set", "epochs=6"]
+    changed = cli._recorded_search(parser, parser.parse_args(argv), argv)  # a flag given is taken over the record's
+    other = plan_search(cli._load(changed), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    with pytest.raises(UserError, match=r"epochs 60 \(now 6\)"):
+        locate(other, run_id)
+
+
+def test_a_search_recorded_before_its_arguments_resumes_from_its_command_line(store):
+    from gridbench.gridsearch.resume import recorded_arguments
+
+    plan = plan_search(digits(("32",)), SearchOptions(cpus_per_trial=1, tracking_uri=store))
+    command = "gridbench search digits --device both --set epochs=2 --resume 0123456789abcdef0123456789abcdef -n"
+    recorder = _recorded_search(plan, tags={schema.COMMAND: command})
+    assert recorded_arguments(store, recorder.parent_run_id) == ["digits", "--device=cpu", "--set", "epochs=2", "-n"]
+    python = _recorded_search(plan, tags={schema.COMMAND: "python train.py"})
+    with pytest.raises(UserError, match="its spec and options were not recorded"):
+        recorded_arguments(store, python.parent_run_id)
+
+
+def test_the_resume_command_names_the_store_only_where_it_is_not_the_default(tmp_path, monkeypatch):
+    from gridbench.tracking.stale import resume_command
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert resume_command("abc", f"sqlite:///{tmp_path}/mlflow.db") == "gridbench search --resume abc"
+    assert resume_command("abc", "sqlite:////elsewhere/m.db") == (
+        "gridbench search --resume abc --tracking-uri sqlite:////elsewhere/m.db"
+    )
+
+
 def test_resuming_a_finished_search_has_nothing_to_run(store):
     plan = plan_search(digits(("32",)), SearchOptions(cpus_per_trial=1, tracking_uri=store))
     recorder = _recorded_search(plan, finished=[({"hidden_units": 32}, 0)])
@@ -422,7 +473,15 @@ def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(
     assert parent.info.status == "RUNNING"
     finished_before = {c.data.params["hidden_units"] for c in before if c.info.status == "FINISHED"}
 
-    resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    # The dead driver's hint, as the next command that reads the store records it, pasted as it is.
+    from gridbench.tracking import read_search
+
+    read_search(store, parent.info.run_id)
+    (killed,), _ = search_runs(store)
+    assert killed.info.status == "KILLED"
+    hint = _pasted(killed.data.tags[schema.ERROR])
+    assert hint[3:] == ["search", "--resume", parent.info.run_id, "--tracking-uri", store]  # nothing else to give
+    resumed = subprocess.run(hint, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resuming search {parent.info.run_id}: {3 - len(finished_before)} of 3 trials to run" in resumed.stdout
 
@@ -432,7 +491,63 @@ def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(
     assert finished == ["16", "32", "64"]  # every configuration exactly once
     assert after.data.metrics["trials_finished"] == 3 and after.data.metrics["sessions"] == 2
     assert after.data.metrics["trials_resumed"] == len(finished_before)
-    assert "resumed (session 2)" in resumed.stdout
+    assert "This session (session 2, resumed)" in resumed.stdout and "The whole search: 3 of 3 trials" in resumed.stdout
+
+
+def _pasted(text: str) -> list[str]:
+    """The command a hint prints between backticks, as a user pastes it (`gridbench` is this interpreter's)."""
+    import re
+    import shlex
+
+    (command,) = re.findall(r"`(gridbench search [^`]*)`", text)
+    return [sys.executable, "-m", *shlex.split(command)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_a_resume_command_that_continues_the_search_when_pasted(tmp_path, store):
+    """The issue's first point: after Ctrl-C the hint, typed as shown, runs the rest with the same spec and options."""
+    command = _search_command(store, "--set", "learning_rate=0.01", "--set", "epochs=20", "--max-concurrent", "1")
+    command += ["--grid", "hidden_units=16,32,64"]
+    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))
+    env = _environment(tmp_dir)
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        deadline = time.time() + 240
+        while not [c for c in search_runs(store)[1] if c.info.status == "FINISHED"]:
+            assert time.time() < deadline and driver.poll() is None, "no trial finished"
+            time.sleep(0.5)
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    assert driver.returncode == 130, out + err
+    (parent,), before = search_runs(store)
+    hint = _pasted(err)
+    assert hint[3:] == ["search", "--resume", parent.info.run_id]  # the store is the default where it ran: not named
+    finished_before = sum(c.info.status == "FINISHED" for c in before)
+
+    tmp_dir.mkdir()
+    try:
+        resumed = subprocess.run(hint, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"{3 - finished_before} of 3 trials to run" in resumed.stdout
+    (after,), children = search_runs(store)
+    assert after.info.status == "FINISHED" and after.data.params["epochs"] == "20"  # the spec as it first ran
+    assert sorted(c.data.params["hidden_units"] for c in children if c.info.status == "FINISHED") == ["16", "32", "64"]
+    # The final table and summary cover the whole search, every session; this session's figures are labelled.
+    assert (
+        "3 finished, 0 failed" in resumed.stdout and f"{finished_before} finished in earlier sessions" in resumed.stdout
+    )
+    assert "The whole search: 3 of 3 trials finished over 2 sessions" in resumed.stdout
+    assert after.data.metrics[schema.SEARCH_MAKESPAN_S] > after.data.metrics[schema.MAKESPAN_S]
+
+    # An option changed on resume is still refused, with the option named.
+    changed = subprocess.run(hint + ["--set", "epochs=6"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert changed.returncode == 2 and "epochs 20 (now 6)" in changed.stderr, changed.stderr
 
 
 def _kill_worker_when_it_starts(pid_dir, found: list) -> threading.Thread:
@@ -497,3 +612,20 @@ def test_kill_matching_kills_only_the_search_s_processes_whose_command_line_matc
         for process in (monitor, other):
             process.kill()
             process.wait()
+
+
+def test_a_resumed_searchs_summary_gives_the_whole_search_first_then_labels_this_sessions_figures():
+    from gridbench.gridsearch.progress import summary_lines
+    from gridbench.tracking.records import SearchSummary
+
+    resumed = SearchSummary(6, 6, 0, 2, 8.3, 1.0, 2.0, 11.0, 0.97, session=2, trials_resumed=3, earlier_makespan_s=12.1)
+    whole, *session = summary_lines(resumed, "test_accuracy")
+    assert whole == (
+        "The whole search: 6 of 6 trials finished over 2 sessions, in 20.4 s of makespan (earlier sessions 12.1 s, "
+        "3 trials); best test_accuracy 0.97."
+    )
+    assert session[0] == "This session (session 2, resumed) took 8.3 s (makespan) for 3 trials, up to 2 at a time."
+    assert resumed.metrics()[schema.SEARCH_MAKESPAN_S] == pytest.approx(20.4)
+    once = summary_lines(SearchSummary(4, 4, 0, 1, 18.0, 1.0, 2.0, 13.7, 0.97), "test_accuracy")
+    assert once[0] == "The search took 18.0 s (makespan) for 4 trials, up to 1 at a time."
+    assert once[1].startswith("One at a time, its trials' own times add up to 13.7 s: the search took 31% longer")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import threading
 import time
@@ -157,7 +158,8 @@ def test_the_output_says_which_programs_were_compiled_loaded_from_the_cache_or_r
         progress.trial_ended(trial)
     progress.stop()
     summary = summarise(plan, trials, 1, 4.0, 1.0, 0.0)
-    print_search(console, SearchResult(plan, "run", "gridbench/digits", trials, summary))
+    jax = dataclasses.replace(plan, backend_choice=dataclasses.replace(plan.backend_choice, backend="jax"))
+    print_search(console, SearchResult(jax, "run", "gridbench/digits", trials, summary))
     text = console.export_text()
     said = [line.split(", wall")[0].split("s, ")[-1] for line in text.splitlines() if line.startswith("done")]
     assert said == [
@@ -167,6 +169,10 @@ def test_the_output_says_which_programs_were_compiled_loaded_from_the_cache_or_r
         "program reused in 0.1 s",  # compiled before it asked: where it came from is that trial's story
     ]
     assert (
-        f"trials' programs: 1 compiled, 1 loaded from the compile cache, 2 reused; compile cache {tmp_path / 'jax'}, "
-        "kept across searches"
-    ) in text
+        f"Trials' programs: 1 compiled, 1 loaded from the compile cache, 2 reused; JAX's compile cache "
+        f"{tmp_path / 'jax'}, kept across searches."
+    ) in " ".join(text.split())
+    console = Console(record=True, width=200)
+    print_search(console, SearchResult(plan, "run", "gridbench/digits", trials, summary))  # a TensorFlow search
+    told = console.export_text()
+    assert "compile cache /" not in told and "--compile-cache is JAX's" in told  # no JAX cache to tell of

@@ -293,7 +293,13 @@ def test_the_ui_opens_the_experiment_whose_search_started_last_unsorted_on_its_s
     view = "workflowType=machine_learning&compareRunsMode=TABLE&viewStateShareKey=gridbench-comparison"
     assert found.runs == f"http://ui/#/experiments/{first}/runs?{view}"  # unsorted: MLflow nests trials only then
     state = json.loads(client.get_experiment(first).tags["mlflow.sharedViewState.gridbench-comparison"])
-    assert state["selectedColumns"] == ["metrics.`trial_wall_s`", "metrics.`steady_epoch_s`", "tags.`device`"]
+    search_figures = ["metrics.`best_metric`", "metrics.`makespan_s`", "metrics.`whole_command_s`"]  # its row's
+    assert state["selectedColumns"] == [
+        "metrics.`trial_wall_s`",
+        "metrics.`steady_epoch_s`",
+        *search_figures,
+        "tags.`device`",
+    ]
     assert found.reports == (f"http://ui/#/experiments/{first}/runs/{comparison}/artifactPath/report.html",)
     named = pages("http://ui", store, "last")
     assert named.runs == f"http://ui/#/experiments/{last}/runs?{view}"

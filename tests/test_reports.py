@@ -203,3 +203,24 @@ def test_a_scale_count_without_slot_time_shows_no_training_share():
     assert "training_share_1" not in scale_report.scale_metrics(result)
     assert json.loads(scale_report.render(result, "json"))["rows"][0]["training_share"] is None
     assert "| - |" in scale_report.render(result, "markdown")
+
+
+def test_a_resumed_searchs_page_shows_every_sessions_makespan_and_labels_the_last_sessions_figures():
+    from test_compare import search as search_run
+
+    metrics = {"sessions": 2.0, "search_makespan_s": 30.0, "trials_finished": 6.0, "trials_total": 6.0}
+    page = compare_html.search_page(search_run("r", "cpu", (), makespan=12.0, metrics=metrics), "sqlite:///x.db")
+    assert "makespan, 2 sessions<b>30 s</b>" in page and "last session&#x27;s makespan<b>12 s</b>" in page
+    assert "6 of 6" in page and "overhead ratio (last session)" in page
+    once = compare_html.search_page(search_run("r", "cpu", (), makespan=12.0), "sqlite:///x.db")
+    assert "makespan<b>12 s</b>" in once and "last session" not in once
+
+
+def test_a_comparison_page_prints_each_note_once_and_keeps_those_no_section_showed():
+    import re
+
+    page = compare_html.comparison_page(compare(cpu_and_gpu(), PRICES), "sqlite:///x.db")
+    items = re.findall(r"<li>(.*?)</li>", page)
+    assert [item for item in items if items.count(item) > 1] == []
+    # No account recorded: its section shows none, so the speedup line stays among the notes, once.
+    assert sum("whole-search speedup as run" in item for item in items) == 1

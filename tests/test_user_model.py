@@ -8,6 +8,7 @@ One Ray search runs the shipped example through the Python API.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -286,7 +287,7 @@ def test_list_shows_a_user_experiments_hyperparameters(tmp_path, monkeypatch, ca
     monkeypatch.setattr(spec, "EXPERIMENTS_DIR", tmp_path)
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "mine" in out and "my_models:build  your model my_models:build" in out
+    assert "mine" in out and "my_models:build: your model my_models:build;" in out
     assert out.rstrip().endswith("train_size, units")
 
 
@@ -310,6 +311,64 @@ def test_the_api_is_light_to_import_and_search_and_compare_stay_callable():
 def test_search_refuses_an_unknown_option_before_anything_runs():
     with pytest.raises(UserError, match="unknown option.* tracking_url; known: backend"):
         gridbench.search(str(EXAMPLE), tracking_url="sqlite:///x.db")
+
+
+def test_the_api_names_its_own_arguments_in_errors_not_the_command_lines_flags():
+    with pytest.raises(UserError) as raised:
+        gridbench.search("digits", device="gpu", gpus_per_trial=1.5)
+    assert str(raised.value).startswith("gpus_per_trial=1.5: above 1") and "--" not in str(raised.value)
+    assert importlib.import_module("gridbench.api").python_terms(
+        "--set 'x': expected KEY=VALUE, e.g. --set learning_rate=0.01"
+    ) == ("params 'x': expected KEY=VALUE, e.g. params={'learning_rate': '0.01'}")
+    assert importlib.import_module("gridbench.api").python_terms(
+        "--device gpu: no GPU is visible; use --device cpu"
+    ) == ("device='gpu': no GPU is visible; use device='cpu'")
+
+
+def test_the_api_and_the_command_line_check_a_users_model_while_ray_starts(monkeypatch, tmp_path):
+    import threading
+    import time
+
+    import gridbench.gridsearch as gridsearch
+    from gridbench.gridsearch import plan as planning
+    from gridbench.gridsearch import ray_session
+
+    spans = {}
+
+    def timed(name, result=None):
+        def call(*args, **kwargs):
+            start = time.monotonic()
+            time.sleep(1.0)
+            spans[name] = (start, time.monotonic(), threading.current_thread().name)
+            return result
+
+        return call
+
+    monkeypatch.setattr(planning.user_check, "check", timed("check", 1.0))
+    monkeypatch.setattr(ray_session.RaySession, "start", timed("ray"))
+    monkeypatch.setattr(ray_session.RaySession, "stop", lambda self: None)
+    monkeypatch.setattr(gridsearch, "run_search", lambda plan, **kwargs: plan)  # the plan, not a search
+    monkeypatch.setattr(importlib.import_module("gridbench.api"), "Search", lambda result: result)
+    plan = gridbench.search(str(EXAMPLE), tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    assert plan.user_check_s == 1.0
+    (check_start, check_end, _), (ray_start, ray_end, _) = spans["check"], spans["ray"]
+    assert check_start < ray_end and ray_start < check_end  # the two overlapped
+
+    # The command line, likewise: planning ends in run_search, stopped here.
+    from gridbench import cli
+
+    class Planned(Exception):
+        pass
+
+    def planned(plan, **kwargs):
+        raise Planned
+
+    spans.clear()
+    monkeypatch.setattr(gridsearch, "run_search", planned)
+    with pytest.raises(Planned):
+        cli.main(["search", str(EXAMPLE), "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"])
+    (check_start, check_end, _), (ray_start, ray_end, _) = spans["check"], spans["ray"]
+    assert check_start < ray_end and ray_start < check_end
 
 
 # --- one real search: the shipped example through the Python API ---

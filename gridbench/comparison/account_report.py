@@ -100,23 +100,27 @@ def _interval_note(projection) -> str:
 
 def account_figure(comparison: Comparison):
     """Each search's whole command as one stacked bar, part by part (gridbench.account)."""
+    shown = [(s.label, f.account) for s, f in zip(comparison.searches, comparison.figures) if f.account]
+    return accounts_figure(shown)
+
+
+def accounts_figure(shown):
+    """(label, Account) pairs as stacked bars, one colour per part (account.PART_COLOURS), the legend below."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [(s.label, f.account) for s, f in zip(comparison.searches, comparison.figures) if f.account]
-    fig, ax = plt.subplots(figsize=(9, 1.9 + 0.5 * len(shown)))
+    fig, ax = plt.subplots(figsize=(9, 2.4 + 0.5 * len(shown)), layout="constrained")
     left = [0.0] * len(shown)
     for part, label in account.PART_LABELS.items():
         values = [a.parts()[part] for _, a in shown]
-        ax.barh(range(len(shown)), values, left=left, label=label)
+        ax.barh(range(len(shown)), values, left=left, label=label, color=account.PART_COLOURS[part])
         left = [a + b for a, b in zip(left, values)]
     ax.set_yticks(range(len(shown)), [label for label, _ in shown])
     ax.set_xlabel("seconds of the whole command")
     ax.set_title("where each whole command went")
-    fig.legend(loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.22, 1, 1))
+    fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     return fig
 
 
@@ -127,18 +131,22 @@ def projection_figure(pairing: Pairing):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gridbench.page import plain_ticks
+
     curves = pairing.projection.curves
-    fig, axes = plt.subplots(1, len(curves), figsize=(4.5 * len(curves), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.5 * len(curves), 4.0), squeeze=False, layout="constrained")
     for ax, (axis, points) in zip(axes[0], curves.items()):
         xs = [x for x, _ in points]
         ax.fill_between(xs, [s.low for _, s in points], [s.high for _, s in points], alpha=0.25, label="95% interval")
         ax.plot(xs, [s.value for _, s in points], "o-", label="projected speedup")
         ax.plot(xs[:1], [points[0][1].value], "k*", markersize=12, label="measured size")
         ax.set_xscale("log")
+        plain_ticks(ax.xaxis)
+        plain_ticks(ax.yaxis)
         ax.set_xlabel(f"{axis} (the rest as run)")
         ax.set_ylabel("whole-search speedup (makespans)")
         ax.grid(True, alpha=0.3)
-    axes[0][0].legend(fontsize=8, loc="upper left")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(f"{pairing.other.label}: projected, not measured")
-    fig.tight_layout()
     return fig

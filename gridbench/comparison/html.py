@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from gridbench import page
+from gridbench import account, page
 from gridbench.comparison import account_report, report
 from gridbench.comparison.pairing import STEADY_TRIAL, Comparison, Pairing
 from gridbench.tracking import schema, ui
@@ -22,12 +22,14 @@ from gridbench.tracking.records import config_numbers
 
 # A trial's time in the order it is spent.
 PHASES = (
-    "start-up (import, data, model)",
+    "trial start-up (import, data, model)",
     "compile / warm-up epoch",
     "training",  # fit less the warm-up: the timed epochs, or a kernel group's solve and Gram share
     "evaluation",
     "other (in the trial, outside these)",
 )
+# Each phase in the colour of the account's part it belongs to (gridbench.account.PART_COLOURS).
+PHASE_PARTS = dict(zip(PHASES, ("worker_start_s", "warmup_s", "training_s", "eval_s", "trial_overhead_s")))
 ENVIRONMENT = (
     (schema.DEVICE, "device"),
     (schema.BACKEND, "backend"),
@@ -71,17 +73,17 @@ def phase_figure(searches: Sequence[SearchRun], experiment: str):
 
     labels = [s.label for s in searches]
     phases = [phase_seconds(s) for s in searches]
-    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.6 * len(labels)))
+    fig, ax = plt.subplots(figsize=(9, 2.2 + 0.6 * len(labels)), layout="constrained")
     left = [0.0] * len(labels)
     for phase in PHASES:
         values = [p[phase] for p in phases]
-        ax.barh(range(len(labels)), values, left=left, label=phase)
+        colour = account.PART_COLOURS[PHASE_PARTS[phase]]
+        ax.barh(range(len(labels)), values, left=left, label=phase, color=colour)
         left = [a + b for a, b in zip(left, values)]
     ax.set_yticks(range(len(labels)), labels)
     ax.set_xlabel("seconds per trial (mean over finished trials)")
     ax.set_title(f"{experiment}: where a trial's time goes")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5), ncol=3, fontsize=8)
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)  # below the axis label
     return fig
 
 
@@ -133,7 +135,11 @@ def comparison_page(
     parts += [page.chart(name, fig) for name, fig in charts.items()]
     parts += projection_section(comparison)
     parts.append(baseline_won(comparison))
-    parts.append(page.heading("Notes") + page.bullets(report.notes(comparison)))
+    # The account's and the projection's lines where their sections above show them: each line once on the page.
+    shown = set(account_report.speedup_lines(comparison)) if account_report.account_rows(comparison) else set()
+    if any(account_report.projection_rows(pairing) for pairing in comparison.pairings):
+        shown |= set(account_report.projection_notes(comparison))
+    parts.append(page.heading("Notes") + page.bullets([n for n in report.notes(comparison) if n not in shown]))
     parts.append(environment_section(comparison.searches))
     extra = f"this comparison: {comparison_run_id}" if comparison_run_id else ""
     parts.append(runs_section(comparison.searches, tracking_uri, ui_base, extra, compare=True))
@@ -193,21 +199,24 @@ def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None
     name = search.tags.get(schema.SPEC_NAME, "?")
     m = search.metrics
     parts = [f"<h1>{html.escape(name)}: {html.escape(search.label)}</h1>", page.heading("Headline")]
+    last = " (last session)" if m.get(schema.SESSIONS, 1) > 1 else ""  # a resumed search: that session's figure
     cards = [
-        page.card("makespan", f"{report.num(m.get(schema.MAKESPAN_S))} s"),
+        *_makespan_cards(m),
         page.card(
             "trials finished",
             f"{report.num(m.get(schema.TRIALS_FINISHED))} of {report.num(m.get(schema.TRIALS_TOTAL))}",
         ),
         page.card("at once", report.num(m.get(schema.CONCURRENCY))),
-        page.card("overhead ratio", report.num(m.get(schema.OVERHEAD_RATIO))),
-        page.card("training share", report.share(m.get(schema.TRAINING_SHARE))),
-        page.card("first trial after", f"{report.num(m.get(schema.TIME_TO_FIRST_TRIAL_S))} s"),
+        page.card("overhead ratio" + last, report.num(m.get(schema.OVERHEAD_RATIO))),
+        page.card("training share" + last, report.share(m.get(schema.TRAINING_SHARE))),
+        page.card("first trial after" + last, f"{report.num(m.get(schema.TIME_TO_FIRST_TRIAL_S))} s"),
     ]
     if schema.BEST_METRIC in m:
         cards.append(page.card(f"best {search.tags.get(schema.METRIC, '')}", report.num(m[schema.BEST_METRIC])))
     parts.append(f'<div class="headline">{"".join(cards)}</div>')
     parts.append(page.heading("Where the time goes"))
+    parts += search_account_section(search)
+    parts.append(page.note("A trial's time, phase by phase (the mean finished trial):"))
     parts.append(page.chart("phases", phase_figure([search], name)))
     parts.append(page.heading("Trials"))
     shown = (search.tags.get(schema.METRIC, ""), search.timing_train, schema.TRIAL_WALL_S)
@@ -221,6 +230,35 @@ def search_page(search: SearchRun, tracking_uri: str, ui_base: str | None = None
     parts.append(environment_section([search]))
     parts.append(runs_section([search], tracking_uri, ui_base))
     return page.document(f"gridbench: {name}", parts)
+
+
+def search_account_section(search: SearchRun) -> list[str]:
+    """Where the search's whole command went, part by part (none for a search recorded before the account)."""
+    parts = account.Account.from_metrics(search.metrics)
+    if parts is None:
+        return [page.note("No account: this search was recorded before gridbench kept one.")]
+    rows = [[label, f"{parts.parts()[part]:.2f}"] for part, label in account.PART_LABELS.items()]
+    rows.append(["whole command", f"{parts.whole_command_s:.2f}"])
+    note = (
+        "The whole command, from its start to its exit, in parts that add up to it; start-up ends as the first "
+        "trial starts (the headline's 'first trial after'). The trials' parts are their slot-time / trials at once."
+    )
+    return [
+        page.note(note),
+        page.chart("account", account_report.accounts_figure([(search.label, parts)])),
+        page.table(["where the time went", "s"], rows),
+    ]
+
+
+def _makespan_cards(m) -> list[str]:
+    """The whole search's makespan; a resumed search's every session's added up, and its last session's apart."""
+    sessions = int(m.get(schema.SESSIONS, 1))
+    if sessions <= 1:
+        return [page.card("makespan", f"{report.num(m.get(schema.MAKESPAN_S))} s")]
+    last = page.card("last session's makespan", f"{report.num(m.get(schema.MAKESPAN_S))} s")
+    if schema.SEARCH_MAKESPAN_S not in m:  # resumed before gridbench added the sessions up
+        return [last]
+    return [page.card(f"makespan, {sessions} sessions", f"{report.num(m[schema.SEARCH_MAKESPAN_S])} s"), last]
 
 
 def environment_section(searches: Sequence[SearchRun]) -> str:

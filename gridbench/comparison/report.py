@@ -11,6 +11,7 @@ from pathlib import Path
 from gridbench.comparison import account_report
 from gridbench.comparison.pairing import ONE_OFF_IN_TRIAL, STEADY_TRIAL, WALL, Comparison, Pairing
 from gridbench.comparison.statistics import Ratio, geometric_mean
+from gridbench.page import plain_ticks
 from gridbench.tables import Column, balanced, fitted
 from gridbench.tracking import schema
 from gridbench.tracking.records import config_key
@@ -334,22 +335,21 @@ def figures(comparison: Comparison) -> dict:
     labels = [s.label for s in comparison.searches]
     time = [f.relative_time or 0 for f in comparison.figures]
     cost = [f.relative_cost or 0 for f in comparison.figures]
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.6 * len(labels)))
+    fig, ax = plt.subplots(figsize=(8, 1.8 + 0.6 * len(labels)), layout="constrained")
     y = range(len(labels))
-    ax.barh([i + 0.2 for i in y], time, height=0.4, label="relative time (makespan)")
-    ax.barh([i - 0.2 for i in y], cost, height=0.4, label="relative cost")
+    ax.barh([i + 0.2 for i in y], time, height=0.4, label="relative time (makespan)", color="#1f77b4")
+    ax.barh([i - 0.2 for i in y], cost, height=0.4, label="relative cost", color="#e377c2")
     ax.set_yticks(list(y), labels)
     ax.axvline(1, color="grey", linewidth=0.8)
     ax.set_xlabel(f"relative to {comparison.baseline.label} (lower is better)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     ax.set_title(f"{comparison.experiment}: whole search")
-    fig.tight_layout()
     made["relative_time_cost"] = fig
 
     pairing = comparison.pairings[0]
     rows = pairing.rows
     if rows:
-        fig, ax = plt.subplots(figsize=(8, 1.5 + 0.35 * len(rows)))
+        fig, ax = plt.subplots(figsize=(8, 2.1 + 0.35 * len(rows)), layout="constrained")
         train, adjective = comparison.timings[0], train_label(comparison)[1]
         series = ((0.15, train, f"{adjective} time", "o"), (-0.15, STEADY_TRIAL, "trial at steady cost", "s"))
         for offset, metric, name, marker in series:
@@ -362,10 +362,10 @@ def figures(comparison: Comparison) -> dict:
         ax.set_yticks(range(len(rows)), [f"#{r.number} {r.key}" for r in rows], fontsize=7)
         ax.axvline(1, color="grey", linewidth=0.8)
         ax.set_xscale("log")
+        plain_ticks(ax.xaxis)
         ax.set_xlabel("speedup = baseline time / other time (95% CI where repeated; 1 = no difference)")
         ax.set_title(f"{pairing.other.label}\nagainst {comparison.baseline.label}", fontsize=9)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
+        fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
         made["speedup_per_config"] = fig
 
     axes = [a for a in sorted({k for r in rows for k in r.config}) if len({r.config.get(a) for r in rows}) > 1]
@@ -376,7 +376,7 @@ def figures(comparison: Comparison) -> dict:
         grid = [[geometric_mean([r.speedup[comparison.timings[0]].value for r in rows
                                  if r.config[x_axis] == x and r.config[y_axis] == yv]) or float("nan")
                  for x in xs] for yv in ys]  # fmt: skip
-        fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(xs), 1.4 + 0.7 * len(ys)))
+        fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(xs), 1.4 + 0.7 * len(ys)), layout="constrained")
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         ax.set_xticks(range(len(xs)), xs)
         ax.set_yticks(range(len(ys)), ys)
@@ -390,7 +390,6 @@ def figures(comparison: Comparison) -> dict:
         others = f"\n(geometric mean over {', '.join(axes[2:])})" if axes[2:] else ""
         ax.set_title(f"{train_label(comparison)[1]} speedup{others}", fontsize=9)
         fig.colorbar(image, ax=ax)
-        fig.tight_layout()
         made["speedup_heatmap"] = fig
     return made
 

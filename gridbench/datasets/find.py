@@ -61,6 +61,18 @@ def locate(name: str, data_dir: str | None = None, synthetic: bool = False) -> D
     return DataSource(name, str(path.resolve()))
 
 
+def on_disk(name: str) -> bool:
+    """Whether a search of this dataset reads it without a download: bundled (digits), or already in
+    $GRIDBENCH_DATA_DIR or Keras' cache (not checked here: `search` checks it)."""
+    if name == "digits":
+        return True
+    layout = LAYOUTS.get(name)
+    if layout is None:
+        return False
+    directories = (os.environ.get(DATA_DIR_ENV), *(keras_cache_dir() / c for c in layout.cached))
+    return any(directory and (Path(directory).expanduser() / layout.entry).exists() for directory in directories)
+
+
 def _given_entry(directory: Path, layout: _Layout) -> Path:
     """The dataset's file or folder in an explicit --data-dir; a UserError naming the directory if it is not there."""
     elsewhere = f"or leave --data-dir out to use ${DATA_DIR_ENV}, Keras' cache or Keras' download"

@@ -93,6 +93,8 @@ class SearchProgress:
                 if schema.COMPILE_S in m:
                     timing += f", program {_program_source(record.tags)} in {_fmt(m[schema.COMPILE_S])} s"
                     timing += _program_split(m)
+            elif schema.SHARED_BY in m:  # trained in a group: its own part and an equal part of the shared
+                timing = f"fit {_fmt(m.get(self.train_metric))} s (solve + Gram share)"
             else:
                 timing = f"{self.train_metric} {_fmt(m.get(self.train_metric))} s"
             quality = f"{self.metric} {_fmt(m.get(self.metric))}, " if self.metric in m else ""
@@ -144,15 +146,17 @@ def _cell(metrics: Mapping[str, float], key: str, digits: int) -> str:
 def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]:
     """Finished trials ranked by the experiment's metric, in as many tables as `width` columns need.
 
-    Nothing is cut. The first table has the rank and the configuration, then the columns
-    that matter most (accuracy, the training time, the device, the wall time) while they
-    fit; the rest follow in further tables keyed by the same rank. One table when all fit.
+    Nothing is cut. The first table has the configuration's number and axes, then the
+    columns that matter most (accuracy, the training time, the device, the wall time) while
+    they fit; the rest follow in further tables keyed by the same number. One table when all
+    fit.
     """
     spec = result.plan.spec
     axes = sorted(spec.grid)
-    finished = [t for t in result.trials if t.ranked]
-    diverged = [t for t in result.trials if t.finished and t.diverged]  # listed last, unranked
-    failed = [t for t in result.trials if not t.finished]
+    trials = result.all_trials  # a resumed search: every session's
+    finished = [t for t in trials if t.ranked]
+    diverged = [t for t in trials if t.finished and t.diverged]  # listed last, unranked
+    failed = [t for t in trials if not t.finished]
     timing_columns = TIMING_COLUMNS[spec.workload.train_metric]
     if result.plan.data.synthetic:  # random labels: no accuracy to show, rank by training time
         metric, mode = spec.workload.train_metric, "min"
@@ -162,17 +166,22 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
         title = f"{spec.name}: {len(finished)} finished, {len(failed)} failed, ranked by {metric} ({mode})"
     if diverged:
         title += f"; {len(diverged)} diverged (unranked, last)"
+    if result.earlier:
+        title += f"; {len(result.earlier)} finished in earlier sessions, {len(result.trials)} in this one"
     finished.sort(key=lambda t: t.metrics.get(metric, math.nan), reverse=mode == "max")
     finished += diverged
 
     # Rows in rank order; '#' is the configuration's number, as compare's tables, the page and the JSON number
     # it (with its repeat, '3.1', where there are repeats: the key that links a wide table's rows).
-    numbers = config_numbers(t.config for t in result.trials)
+    numbers = config_numbers(t.config for t in trials)
     if spec.repeats > 1:
         columns = [Column("#.repeat", [f"{numbers[t.key]}.{t.repeat}" for t in finished], key=True)]
     else:
         columns = [Column("#", [str(numbers[t.key]) for t in finished], key=True)]
     columns += [Column(axis, [str(t.config.get(axis, "")) for t in finished], key=True) for axis in axes]
+    if result.earlier:
+        earlier = {id(t) for t in result.earlier}
+        columns.append(Column("session", ["earlier" if id(t) in earlier else "this" for t in finished], key=True))
     if not result.plan.data.synthetic:
         columns.append(Column(spec.metric, [_fmt(t.metrics.get(spec.metric)) for t in finished]))
     for header, key, digits in timing_columns:
@@ -194,8 +203,8 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
     if inner:
         console.print(
             f"* shared by the configurations trained together in one trial (every {inner} of a group); "
-            f"fit s = own solve + an equal part of the shared Gram and factorisation; "
-            f"wall s = an equal part of the trial's wall time"
+            f"fit s = its own solve + an equal part of the shared Gram and factorisation; "
+            f"wall s = its own solve and evaluation + an equal part of the rest of the trial's wall time"
         )
     if result.plan.fused_groups:
         console.print(
@@ -205,22 +214,22 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
     for trial in result.trials:
         if not trial.finished:
             console.print(f"[red]{trial.status.value}[/] {trial.key} #{trial.repeat}: {trial.error}")
-    console.print(
-        f"makespan {s.makespan_s:.1f} s for {s.trials_total - s.trials_resumed} trials at concurrency {s.concurrency}; "
-        f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
-        f"training share {s.training_share:.2f} (epochs at their steady time {s.training_sum_s:.1f} s / makespan x "
-        f"concurrency)"
-    )
+    for line in summary_lines(s, result.plan.spec.metric):
+        console.print(line, highlight=False)
     if s.account:
         parts = account.Account(**s.account)
         console.print(
-            f"where the whole command's {parts.whole_command_s:.1f} s went: {account.one_line(parts)}; paid once per "
-            f"search {parts.one_off_s:.1f} s, the trials' steady cost {parts.steady_s:.1f} s"
+            f"Where the whole command's {parts.whole_command_s:.1f} s went: {account.one_line(parts)}. Paid once per "
+            f"search: {parts.one_off_s:.1f} s; the trials' steady cost, which grows with a search's size: "
+            f"{parts.steady_s:.1f} s."
         )
     console.print(
-        f"first trial started {s.time_to_first_trial_s:.1f} s after the command; start-up {s.startup_s:.1f} s ("
-        + (f"backend probe {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
-        + f"Ray start {s.ray_start_s:.1f} s)"
+        f"The first trial started {s.time_to_first_trial_s:.1f} s after the command: the trials were launched "
+        f"after {s.startup_s:.1f} s ("
+        + (f"asking the backends about GPUs {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
+        + f"Ray's start {s.ray_start_s:.1f} s, overlapping), the first worker began "
+        f"{max(0.0, s.time_to_first_trial_s - s.startup_s):.1f} s later.",
+        highlight=False,
     )
     if s.precompile_processes:
         console.print(
@@ -241,12 +250,8 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)
     if sources:
         counts = ", ".join(f"{sources[k]} {k}" for k in PROGRAM_SOURCES if sources[k])
-        console.print(f"trials' programs: {counts}; {_cache_note(result.plan.options.compile_cache)}")
-    if s.trials_resumed:
-        console.print(
-            f"resumed (session {s.session}): {s.trials_resumed} trials had finished in earlier sessions; the makespan, "
-            f"trial times and overhead above cover the {s.trials_total - s.trials_resumed} trials run in this session"
-        )
+        note = _cache_note(result.plan.options.compile_cache, result.plan.backend)
+        console.print(f"Trials' programs: {counts}{note}.", highlight=False)
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
     if project_hint and s.account and s.trials_finished == s.trials_total:
@@ -261,6 +266,33 @@ def project_command(result: SearchResult) -> str:
     size = f"epochs={int(epochs) * 10}" if isinstance(epochs, int) and epochs >= 2 else f"configs={spec.grid_size * 10}"
     uri = shlex.quote(result.plan.tracking_uri)
     return f"python -m gridbench compare {result.parent_run_id} --project {size} --tracking-uri {uri}"
+
+
+def summary_lines(s, metric: str) -> list[str]:
+    """The search's figures as sentences; a resumed search's whole first, then this session's, labelled."""
+    lines = []
+    ran = s.trials_total - s.trials_resumed
+    this = "The search"
+    if s.session > 1:
+        best = f"; best {metric} {s.best_metric:.4g}" if s.best_metric is not None else ""
+        lines.append(
+            f"The whole search: {s.trials_finished} of {s.trials_total} trials finished over {s.session} sessions, "
+            f"in {s.search_makespan_s:.1f} s of makespan (earlier sessions {s.earlier_makespan_s:.1f} s, "
+            f"{s.trials_resumed} trials){best}."
+        )
+        this = f"This session (session {s.session}, resumed)"
+    overhead = (s.overhead_ratio - 1) * 100 if s.overhead_ratio == s.overhead_ratio else float("nan")
+    if s.concurrency == 1:
+        ideal = f"One at a time, its trials' own times add up to {s.ideal_makespan_s:.1f} s"
+    else:
+        ideal = f"Spread evenly over {s.concurrency} slots, its trials' own times take {s.ideal_makespan_s:.1f} s"
+    lines.append(f"{this} took {s.makespan_s:.1f} s (makespan) for {ran} trials, up to {s.concurrency} at a time.")
+    lines.append(f"{ideal}: the search took {overhead:.0f}% longer (overhead ratio {s.overhead_ratio:.2f}).")
+    lines.append(
+        f"Training at the steady pace ({s.training_sum_s:.1f} s of epochs) filled {s.training_share:.0%} of the "
+        f"trial slots' time (training share {s.training_share:.2f})."
+    )
+    return lines
 
 
 PROGRAM_SOURCES = ("compiled", "loaded from the compile cache", "reused")
@@ -284,7 +316,10 @@ def _program_split(metrics) -> str:
     return f" (trace {trace}, lower {lower}, {backend})"
 
 
-def _cache_note(setting: str) -> str:
+def _cache_note(setting: str, backend: str) -> str:
+    """Where compiled programs are kept: JAX's cache only (a TensorFlow or torch search keeps none)."""
+    if backend != "jax":
+        return f" ({backend} keeps no compiled programs across trials' processes; --compile-cache is JAX's)"
     if setting == compile_cache.PERSISTENT:
-        return f"compile cache {compile_cache.persistent_dir()}, kept across searches"
-    return "compiled once per search" if setting == compile_cache.SEARCH else "compile cache off"
+        return f"; JAX's compile cache {compile_cache.persistent_dir()}, kept across searches"
+    return "; compiled once per search" if setting == compile_cache.SEARCH else "; JAX's compile cache off"

@@ -26,6 +26,7 @@ from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
 from gridbench.gridsearch.recording import open_store
 from gridbench.gridsearch.tuning import program_representatives, trial_context
 from gridbench.tracking.journaled import open_journaled_recorder
+from gridbench.tracking.stale import resume_command
 from gridbench.tracking.store import Recorder
 
 if TYPE_CHECKING:
@@ -293,7 +294,7 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
             for run_id in stale:
                 print(
                     f"gridbench: search {run_id} was left RUNNING by a driver that died; marked KILLED "
-                    f"(continue it with `gridbench search {plan.spec.name} --resume {run_id}`)",
+                    f"(continue it with `{resume_command(run_id, plan.tracking_uri)}`)",
                     file=sys.stderr,
                 )
             # Ray would queue a trial no node can hold forever.

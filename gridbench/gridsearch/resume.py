@@ -19,7 +19,7 @@ from gridbench.errors import UserError
 from gridbench.gridsearch.plan import SearchPlan
 from gridbench.gridsearch.recording import search_params
 from gridbench.tracking import schema
-from gridbench.tracking.records import config_key
+from gridbench.tracking.records import TrialRecord, config_key
 from gridbench.tracking.schema import SearchStatus, TrialStatus
 from gridbench.trial import REPEAT_KEY
 
@@ -33,6 +33,8 @@ class ResumePoint:
     metric_values: tuple[float, ...]  # their ranking metric, for the search's best
     sessions_before: int
     remaining: int  # configurations x repeats still to run
+    earlier: tuple[TrialRecord, ...] = ()  # the trials earlier sessions finished, for the whole search's table
+    earlier_makespan_s: float = 0.0  # earlier sessions' makespans added up
 
     def tune_points(self, plan: SearchPlan) -> list[dict[str, Any]]:
         """The Ray Tune configurations still to run (one per group where a workload trains an inner axis)."""
@@ -102,8 +104,9 @@ def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:
     differences = _differences(plan, parent.data.tags, parent.data.params)
     if differences:
         raise UserError(
-            f"--resume {parent.info.run_id}: it ran with {'; '.join(differences)}; give the same spec and options, "
-            f"or start a new search without --resume"
+            f"--resume {parent.info.run_id}: it ran with {'; '.join(differences)}; leave those as it ran them "
+            f"(`gridbench search --resume {parent.info.run_id}` alone takes its own), or start a new search without "
+            f"--resume"
         )
     children = client.search_runs(
         [experiment.experiment_id],
@@ -121,13 +124,93 @@ def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:
         for c in finished.values()
         if metric in c.data.metrics and c.data.tags.get(schema.DIVERGED) != "true"  # never the best
     )
+    makespans = client.get_metric_history(parent.info.run_id, schema.MAKESPAN_S)
     return ResumePoint(
         parent_run_id=parent.info.run_id,
         finished=frozenset(finished),
         metric_values=values,
         sessions_before=int(parent.data.metrics.get(schema.SESSIONS, 1)),
         remaining=plan.trials_total - len(set(finished) & _all_keys(plan)),
+        earlier=_records(plan, finished.values()),
+        earlier_makespan_s=sum(m.value for m in makespans),
     )
+
+
+def _records(plan: SearchPlan, runs) -> tuple[TrialRecord, ...]:
+    """Earlier sessions' FINISHED trial runs as the records this session's table shows beside its own."""
+    configurations = {config_key(c): c for c in plan.spec.configurations()}
+    records = []
+    for run in runs:
+        key = run.data.tags.get(schema.CONFIG_KEY, "")
+        records.append(
+            TrialRecord(
+                trial_id=run.data.tags.get(schema.TRIAL_ID, ""),
+                config=configurations.get(key, {}),
+                repeat=int(run.data.params.get(schema.PARAM_REPEAT, 0)),
+                status=TrialStatus.FINISHED,
+                metrics=dict(run.data.metrics),
+                tags=dict(run.data.tags),
+                started_at=run.info.start_time / 1000,
+                ended_at=(run.info.end_time or run.info.start_time) / 1000,
+            )
+        )
+    return tuple(records)
+
+
+def recorded_arguments(tracking_uri: str | None, run_id: str) -> list[str]:
+    """The `search` arguments (spec and options) the search `run_id` ran with, as its parent run recorded them;
+    a search from before they were recorded: its command line (`--device both` as the half it was)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from gridbench.tracking.store import check_store_exists, quiet_mlflow, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    check_store_exists(uri)
+    quiet_mlflow()
+    try:
+        run = MlflowClient(uri).get_run(run_id)
+    except MlflowException:
+        raise UserError(
+            f"--resume {run_id}: no such run in {uri}; give a search's parent run id, and with --tracking-uri "
+            f"the store it ran in"
+        ) from None
+    tags = run.data.tags
+    if tags.get(schema.KIND) != "search" or tags.get(schema.BASELINE):
+        raise UserError(f"--resume {run_id}: not a search's parent run; give one (the run ids `search` prints)")
+    recorded = tags.get(schema.RESUME_ARGUMENTS)
+    if recorded:
+        return list(json.loads(recorded))
+    return _from_command(run_id, tags)
+
+
+def _from_command(run_id: str, tags: Mapping[str, str]) -> list[str]:
+    import re
+    import shlex
+
+    command = tags.get(schema.COMMAND, "")
+    words = shlex.split(command)
+    if "search" not in words:
+        raise UserError(
+            f"--resume {run_id}: its spec and options were not recorded (it ran as {command!r}); give them: "
+            f"gridbench search EXPERIMENT [options] --resume {run_id}"
+        )
+    words = words[words.index("search") + 1 :]
+    arguments: list[str] = []
+    while words:
+        word = words.pop(0)
+        if word == "--resume":
+            if words and (words[0] == run_id or re.fullmatch(r"[0-9a-f]{32}", words[0])):
+                words.pop(0)
+            continue
+        if word.startswith("--resume="):
+            continue
+        if word.startswith("--device"):
+            if "=" not in word and words:
+                words.pop(0)
+            word = f"--device={tags.get(schema.DEVICE, 'cpu')}"  # a half of --device both: that half
+        arguments.append(word)
+    return arguments
 
 
 def sync_waiting(client, tracking_uri: str, experiment_id: str) -> None:

@@ -34,7 +34,7 @@ from gridbench.tracking import schema
 from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
-from gridbench.tracking.stale import driver_tags
+from gridbench.tracking.stale import driver_tags, resume_command
 from gridbench.tracking.store import Recorder
 from gridbench.trial import run_trial
 
@@ -56,8 +56,14 @@ class SearchResult:
     plan: SearchPlan
     parent_run_id: str
     experiment_name: str
-    trials: tuple[TrialRecord, ...]
+    trials: tuple[TrialRecord, ...]  # this session's
     summary: SearchSummary
+    earlier: tuple[TrialRecord, ...] = ()  # a resumed search: the trials earlier sessions finished
+
+    @property
+    def all_trials(self) -> tuple[TrialRecord, ...]:
+        """The whole search's trials, every session's."""
+        return self.earlier + self.trials
 
 
 def run_search(
@@ -139,7 +145,13 @@ def run_search(
             finally:
                 if stop is not None:
                     stop.hint = _stop_hint(plan, recorder, callback, resume, stop)
-    return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, tuple(callback.records), summary)
+    return _result(plan, recorder, callback, summary, resume)
+
+
+def _result(plan: SearchPlan, recorder, callback, summary: SearchSummary, resume) -> SearchResult:
+    earlier = resume.earlier if resume is not None else ()  # a resumed search: what earlier sessions finished
+    trials = tuple(callback.records)
+    return SearchResult(plan, recorder.parent_run_id, recorder.experiment_name, trials, summary, earlier)
 
 
 def _start_parent(
@@ -202,16 +214,16 @@ def _stop_hint(plan: SearchPlan, recorder, callback, resume, stop: lifecycle.Sea
     kept = sum(t.finished for t in callback.records) if callback is not None else 0
     kept += len(resume.finished) if resume else 0
     hint = f"search {run_id} KILLED with {kept} of {plan.trials_total} trials finished"
-    resume_command = f"`gridbench search {plan.spec.name} --resume {run_id}`"
+    command = f"`{resume_command(run_id, plan.tracking_uri)}`"
     if not isinstance(stop, lifecycle.SearchOutOfSpace):
-        return f"{hint}; continue it with {resume_command}"
+        return f"{hint}; continue it with {command}"
     lost = getattr(recorder, "lost", 0)
     hint += f" ({lost} of them written nowhere)" if lost else " (in the store or its journal)"
     unsynced = recorder.unsynced_hint() if hasattr(recorder, "unsynced_hint") else None
     if unsynced:
         hint += f"; free some space, write what the store lacks with `{recorder.sync_command()}`, then continue"
-        return f"{hint} with {resume_command}"
-    return f"{hint}; free some space, then continue it with {resume_command}"
+        return f"{hint} with {command}"
+    return f"{hint}; free some space, then continue it with {command}"
 
 
 def _process_start_time() -> float:

@@ -57,6 +57,7 @@ def summarise(
         best_metric=best,
         session=resume.sessions_before + 1 if resume is not None else 1,
         trials_resumed=resumed,
+        earlier_makespan_s=resume.earlier_makespan_s if resume is not None else 0.0,
         epochs_sum_s=sum(t.metrics.get(schema.TRAIN_EPOCHS_S, 0.0) for t in trials),
         training_sum_s=sum(account.trial_parts(t.metrics, spec.workload.train_metric)["training_s"] for t in trials),
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,

@@ -172,13 +172,12 @@ def figure(result: ScaleResult):
 
     counts = [row.count for row in result.rows]
     base = counts[0]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
     left.plot(counts, [c / base for c in counts], "--", color="grey", label="ideal (linear)")
     left.plot(counts, [row.speedup for row in result.rows], "o-", label="measured (makespan)")
     left.set_xlabel(_unit(result))
     left.set_ylabel(f"speedup over {base} {_unit(result)}")
     left.set_xticks(counts)
-    left.legend()
     right.plot(counts, [100 * row.efficiency for row in result.rows], "o-", label="parallel efficiency")
     if not any(math.isnan(row.efficiency_amdahl) for row in result.rows):
         right.plot(counts, [100 * row.efficiency_amdahl for row in result.rows], "x--", label="Amdahl (predicted)")
@@ -188,9 +187,10 @@ def figure(result: ScaleResult):
     right.set_xticks(counts)
     right.set_xlabel(_unit(result))
     right.set_ylabel("%")
-    right.legend()
+    handles = [h for ax in (left, right) for h in ax.get_legend_handles_labels()[0]]
+    # One legend below both panels: clear of their curves and labels.
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title(result), fontsize=9)
-    fig.tight_layout()
     return fig
 
 

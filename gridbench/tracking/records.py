@@ -129,6 +129,7 @@ class SearchSummary:
     backend_probe_s: float = 0.0  # asking backends in subprocesses whether they see a GPU, while Ray starts
     session: int = 1  # 1, then one more per --resume: makespan and trial times are this session's
     trials_resumed: int = 0  # trials finished in earlier sessions (counted in trials_finished and best_metric)
+    earlier_makespan_s: float = 0.0  # earlier sessions' makespans added up
     epochs_sum_s: float = 0.0  # every trial's timed epochs added up (an epoch shared by several trials once)
     startup_s: float = 0.0  # command start to Tune's start: the start-up that overlapping left
     trials_diverged: int = 0  # finished trials whose loss became NaN or inf (left out of best_metric)
@@ -150,6 +151,11 @@ class SearchSummary:
         """The share of the search's slot-time spent training at the steady pace: 1.0 would be training only."""
         slot_time = self.makespan_s * self.concurrency
         return self.training_sum_s / slot_time if slot_time else float("nan")
+
+    @property
+    def search_makespan_s(self) -> float:
+        """The whole search's makespan: every session's added up (a search run once: its makespan)."""
+        return self.earlier_makespan_s + self.makespan_s
 
     @property
     def whole_command_s(self) -> float | None:
@@ -183,6 +189,7 @@ class SearchSummary:
             schema.TRAINING_SHARE: self.training_share,
             schema.STARTUP_S: self.startup_s,
             schema.SESSIONS: self.session,
+            schema.SEARCH_MAKESPAN_S: self.search_makespan_s,
             schema.TRIALS_RESUMED: self.trials_resumed,
             schema.TRIALS_DIVERGED: self.trials_diverged,
             schema.PRECOMPILE_PROCESSES: self.precompile_processes,

@@ -139,6 +139,12 @@ COMPILE_CACHE_STATE = _tag(
     default="",
 )
 EXECUTION = _tag("execution", BOTH, "trials, or fused (same-program groups)", since=3, default="trials")
+RESUME_ARGUMENTS = _tag(
+    "gridbench.resume_arguments",
+    On.SEARCH,
+    "a search the command line started: its spec and options as `gridbench search` arguments (a JSON list, the "
+    "store left out), which `gridbench search --resume RUN_ID` alone runs again",
+)
 BASELINE = _tag("baseline", On.SEARCH, "GridSearchCV(...): a scikit-learn baseline recorded as a search")
 PILOT = _tag("pilot", On.SEARCH, "true: a pilot, one configuration per program for a few epochs (search --pilot)")
 PILOT_WHOLE = _tag(
@@ -270,6 +276,12 @@ PRECOMPILE_WAIT_S = _metric(
     "beside a timed epoch)",
     since=5,
     default=0.0,
+)
+SEARCH_MAKESPAN_S = _metric(
+    "search_makespan_s",
+    On.SEARCH,
+    "every session's makespan added up: the whole search's, where a search was resumed (makespan_s is the last "
+    "session's)",
 )
 SESSIONS = _metric("sessions", On.SEARCH, "sessions that ran the search: 1, plus one per --resume")
 TRIALS_RESUMED = _metric(

@@ -14,6 +14,7 @@ again); the command names `gridbench sync` instead, and `search --resume` syncs 
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -53,13 +54,22 @@ def driver_alive(tags: Mapping[str, str]) -> bool | None:
     return started == (tags[schema.DRIVER_STARTED] or started) and process.status() != psutil.STATUS_ZOMBIE
 
 
-def stale_error(run) -> str:
+def resume_command(run_id: str, tracking_uri: str | None = None) -> str:
+    """The command that continues a search, as it is pasted: the spec and options come from its parent run; the
+    store is named unless it is the one a command here opens by default."""
+    from gridbench.tracking.store import resolve_tracking_uri
+
+    where = ""
+    if tracking_uri and resolve_tracking_uri(tracking_uri) != resolve_tracking_uri(None):
+        where = f" --tracking-uri {shlex.quote(tracking_uri)}"
+    return f"gridbench search --resume {run_id}{where}"
+
+
+def stale_error(run, tracking_uri: str | None = None) -> str:
     tags = run.data.tags
-    spec = tags.get(schema.SPEC_NAME, "EXPERIMENT")
     return (
         f"its driver (pid {schema.tag_value(tags, schema.DRIVER_PID)} on {schema.tag_value(tags, schema.DRIVER_HOST)}) "
-        f"died without ending it; "
-        f"continue it with `gridbench search {spec} --resume {run.info.run_id}` (and the options it ran with)"
+        f"died without ending it; continue it with `{resume_command(run.info.run_id, tracking_uri)}`"
     )
 
 
@@ -84,7 +94,8 @@ def sync_hint(run, journal: Path, tracking_uri: str | None) -> str:
     where = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     return (
         f"search {run.info.run_id} is RUNNING in the store, but its driver has exited with records the store lacks "
-        f"in its journal; write them with: gridbench sync {journal}{where} (then `--resume` continues it, if needed)"
+        f"in its journal; write them with: gridbench sync {journal}{where} (then, if trials are left, continue it with "
+        f"`{resume_command(run.info.run_id, tracking_uri)}`)"
     )
 
 
@@ -110,7 +121,7 @@ def mark_stale(client, runs: Iterable, tracking_uri: str | None = None) -> list[
                 print(f"gridbench: {sync_hint(run, journal, tracking_uri)}", file=sys.stderr, flush=True)
             continue
         try:
-            client.set_tag(run.info.run_id, schema.ERROR, stale_error(run))
+            client.set_tag(run.info.run_id, schema.ERROR, stale_error(run, tracking_uri))
             client.set_terminated(run.info.run_id, status=SearchStatus.KILLED.value)
         except Exception:  # noqa: BLE001 - a read-only store: shown as it is, RUNNING
             continue

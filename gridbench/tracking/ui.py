@@ -3,6 +3,8 @@
 `mlflow server` starts a job runner with seven huey consumers by default (about
 1.8 GB here, 10 processes); gridbench browses results only, so it turns jobs off
 and runs one web worker: 3 processes (gridbench, the server, its worker), 0.69 GiB.
+The terminal shows gridbench's own lines only: the server's (MLflow's notices, uvicorn's
+access lines, their warnings) go to a log file that the first line names.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from gridbench.tracking.store import (
     artifact_location,
     check_store_exists,
     experiment_name,
+    quiet_mlflow,
     resolve_tracking_uri,
 )
 
@@ -84,6 +87,14 @@ SAVED_VIEW_PREFIX = "mlflow.sharedViewState."
 SAVED_VIEW_KEY = "gridbench-comparison"
 
 
+# What a search's row shows in the runs table: its best metric, its makespan and its whole command's time.
+SEARCH_COLUMNS = (schema.BEST_METRIC, schema.MAKESPAN_S, schema.WHOLE_COMMAND_S)
+SHARED_VIEW_NOTE = (
+    "MLflow's banner \"You're viewing a shared view\" means these columns are gridbench's saved view: change "
+    "them freely (not saved), or keep them as your own view with the banner's button"
+)
+
+
 def saved_view_supported() -> bool:
     import mlflow
 
@@ -95,15 +106,18 @@ def saved_view_supported() -> bool:
 
 
 def view_columns(search) -> list[str]:
-    """The runs table's columns a comparison reads: accuracy, training time, wall time, device, the grid's axes.
+    """The runs table's columns a comparison reads: accuracy, training time, wall time, the search's own figures
+    (best metric, makespan, whole command: its row's), device, the grid's axes.
 
-    Few enough to fit a 1500-pixel window beside MLflow's own (run name, created, duration): more columns
-    land off-screen, to the right."""
+    MLflow orders the metrics by name, then the params. They fit a 1,900-pixel window beside MLflow's own
+    columns (run name, created, duration); in a narrower one the grid's axes are off-screen, to the right."""
     tags, params = search.data.tags, search.data.params
     metrics = [tags.get(schema.METRIC), tags.get(schema.TIMING_TRAIN, schema.STEADY_EPOCH_S), schema.TRIAL_WALL_S]
     # Since schema 6 where a run ran is a param on every run; before, a tag only.
     placement = "params" if schema.PARAM_DEVICE in params else "tags"
     columns = [f"metrics.`{m}`" for m in dict.fromkeys(m for m in metrics if m)]
+    # The search's own figures, on its parent run (a trial's row leaves them empty, as a search's leaves the above).
+    columns += [f"metrics.`{m}`" for m in SEARCH_COLUMNS]
     columns.append(f"{placement}.`{schema.DEVICE}`")
     columns += [f"params.`{k[len(schema.GRID_PREFIX) :]}`" for k in sorted(params) if k.startswith(schema.GRID_PREFIX)]
     return columns
@@ -199,10 +213,21 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
     port = check_port(port)
     check_store_exists(uri)  # the server would create an empty store where none is
     base_url = f"http://{HOST}:{port}"
+    quiet_mlflow()
     found = pages(base_url, uri, spec_name)
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PYTHONWARNINGS": "ignore"}
+    log = log_path(port)
+    print(f"MLflow's own lines (the server's notices and each page it serves) go to {log}", flush=True)
     # Its own process group: the server and the web worker it starts are stopped together.
-    server = subprocess.Popen(server_command(uri, port), env=env, start_new_session=True)
+    with open(log, "ab") as output:
+        server = subprocess.Popen(
+            server_command(uri, port),
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     # SIGTERM and SIGHUP stop the server as Ctrl-C does, rather than leave it running without us.
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
@@ -212,7 +237,9 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
         deadline = time.monotonic() + 120
         while True:
             if server.poll() is not None:
-                raise UserError(f"the MLflow server exited with status {server.returncode} (is port {port} free?)")
+                raise UserError(
+                    f"the MLflow server exited with status {server.returncode}: {_last_line(log)} (all of it in {log})"
+                )
             try:
                 if requests.get(f"{base_url}/health", timeout=1).ok:
                     break
@@ -222,7 +249,9 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
                 raise UserError(f"the MLflow server did not answer on {base_url} within 120 s")
             time.sleep(0.5)
         print(f"MLflow UI for {uri}: {found.runs}", flush=True)
-        if not found.saved_view:
+        if found.saved_view:
+            print(SHARED_VIEW_NOTE, flush=True)
+        else:
             # Without a saved view MLflow keeps the runs table's columns in the browser: say where to choose them.
             print(
                 "In the UI: 'Columns' adds test_accuracy, steady_epoch_s, trial_wall_s, the grid's params and "
@@ -239,6 +268,22 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
         return 0
     finally:
         _stop_group(server)
+
+
+def log_path(port: int) -> str:
+    """The server's log: one per port in the temporary directory, appended to by each `ui` on that port."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"gridbench-ui-{port}.log")
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, errors="replace") as log:
+            lines = [line.strip() for line in log if line.strip()]
+    except OSError:
+        return "no output"
+    return lines[-1][:200] if lines else "no output"
 
 
 def _stop_group(server: subprocess.Popen) -> None:

@@ -131,7 +131,9 @@ def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat:
     what was its own (solve_s, eval_s) and what the group shared (setup_s,
     warmup_s, gram_s, ...; `shared_by` counts the configurations sharing them);
     fit_s, its training time, is its own solve plus its equal part of the shared
-    training work, and trial_wall_s its equal part of the group's wall time.
+    training work; trial_wall_s is its own solve and evaluation plus an equal part of
+    the rest of the group's wall time (what they shared). An equal part of the whole
+    wall time read below fit_s where one solve took longer than another's.
     """
     from threadpoolctl import threadpool_limits
 
@@ -150,6 +152,8 @@ def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat:
     shared_by = len(results)
     shared = {schema.IMPORT_S: import_s, schema.SETUP_S: clock.phases["setup"], **warmup, **session.shared}
     shared_training = shared.get("gram_s", 0.0) + shared.get("factor_s", 0.0)
+    # The group's wall time less every configuration's own solve and evaluation: what they shared.
+    shared_wall = max(0.0, group_wall - sum(r["solve_s"] + r["eval_s"] for r in results)) / shared_by
     if gpus:
         shared.update(sampler.metrics())
     tags = {**outcome.tags, "threads.blas": blas_threads(), **session.facts()}
@@ -166,7 +170,7 @@ def _train_group(outcome, entry, context: TrialContext, hyperparameters, repeat:
                 **without_accuracy(result, context.data),
                 schema.SHARED_BY: float(shared_by),
                 schema.FIT_S: result["solve_s"] + shared_training / shared_by,
-                schema.TRIAL_WALL_S: group_wall / shared_by,
+                schema.TRIAL_WALL_S: result["solve_s"] + result["eval_s"] + shared_wall,
                 schema.GROUP_WALL_S: group_wall,
             },
         )
