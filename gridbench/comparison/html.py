@@ -136,7 +136,8 @@ def comparison_page(
     parts += projection_section(comparison)
     parts.append(baseline_won(comparison))
     # The account's and the projection's lines where their sections above show them: each line once on the page.
-    shown = set(account_report.speedup_lines(comparison)) if account_report.account_rows(comparison) else set()
+    speedups = {report.speedup_line(comparison, pairing) for pairing in comparison.pairings}
+    shown = speedups if account_report.account_rows(comparison) else set()
     if any(account_report.projection_rows(pairing) for pairing in comparison.pairings):
         shown |= set(account_report.projection_notes(comparison))
     parts.append(page.heading("Notes") + page.bullets([n for n in report.notes(comparison) if n not in shown]))
