@@ -579,12 +579,13 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
 def _compare_view_line(comparison, tracking_uri: str) -> str:
     """The link to MLflow's compare view of the searches, and where it expects the UI."""
     from gridbench.tracking import ui
+    from gridbench.tracking.commands import ui_command
 
     base = ui.ui_base(tracking_uri)
     searches = comparison.searches
     url = ui.compare_runs_url(base, [s.run_id for s in searches], [s.experiment_id for s in searches])
     served = base == tracking_uri.rstrip("/")
-    where = "" if served else f" (with `python -m gridbench ui --tracking-uri {tracking_uri}` running)"
+    where = "" if served else f" (with `{ui_command(tracking_uri)}` running)"
     return f"side by side in MLflow{where}: {url}"
 
 

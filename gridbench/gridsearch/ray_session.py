@@ -25,6 +25,7 @@ from gridbench.gridsearch.options import SearchPlan
 from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
 from gridbench.gridsearch.recording import open_store
 from gridbench.gridsearch.tuning import program_representatives, trial_context
+from gridbench.tracking.commands import resume_command
 from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.store import Recorder
 
@@ -293,7 +294,8 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
             for run_id in stale:
                 print(
                     f"gridbench: search {run_id} was left RUNNING by a driver that died; marked KILLED "
-                    f"(continue it with `gridbench search {plan.spec.name} --resume {run_id}`)",
+                    f"(continue it with `{resume_command(None, plan.spec.name, run_id, plan.options.tracking_uri)}` "
+                    f"and the options it ran with)",
                     file=sys.stderr,
                 )
             # Ray would queue a trial no node can hold forever.

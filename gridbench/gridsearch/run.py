@@ -30,6 +30,7 @@ from gridbench.gridsearch.recording import (
 )
 from gridbench.gridsearch.summary import summarise, with_account
 from gridbench.gridsearch.tuning import TrialRunner, fit, trial_context
+from gridbench.tracking import commands
 from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
@@ -200,7 +201,8 @@ def _stop_hint(plan: SearchPlan, recorder, callback, resume, stop: lifecycle.Sea
     kept = sum(t.finished for t in callback.records) if callback is not None else 0
     kept += len(resume.finished) if resume else 0
     hint = f"search {run_id} KILLED with {kept} of {plan.trials_total} trials finished"
-    resume_command = f"`gridbench search {plan.spec.name} --resume {run_id}`"
+    command = commands.resume_command(plan.options.command_line, plan.spec.name, run_id, plan.options.tracking_uri)
+    resume_command = f"`{command}`"
     if not isinstance(stop, lifecycle.SearchOutOfSpace):
         return f"{hint}; continue it with {resume_command}"
     lost = getattr(recorder, "lost", 0)

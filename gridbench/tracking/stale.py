@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from gridbench.errors import UserError
-from gridbench.tracking import schema
+from gridbench.tracking import commands, schema
 from gridbench.tracking.journal import read_journal
 from gridbench.tracking.schema import SearchStatus
 from gridbench.tracking.sync import unsynced
@@ -55,11 +55,12 @@ def driver_alive(tags: Mapping[str, str]) -> bool | None:
 
 def stale_error(run) -> str:
     tags = run.data.tags
-    spec = tags.get(schema.SPEC_NAME, "EXPERIMENT")
+    resume = commands.resume_command(
+        tags.get(schema.COMMAND), tags.get(schema.SPEC_NAME, "EXPERIMENT"), run.info.run_id
+    )
     return (
         f"its driver (pid {schema.tag_value(tags, schema.DRIVER_PID)} on {schema.tag_value(tags, schema.DRIVER_HOST)}) "
-        f"died without ending it; "
-        f"continue it with `gridbench search {spec} --resume {run.info.run_id}` (and the options it ran with)"
+        f"died without ending it; continue it with `{resume}`"
     )
 
 
@@ -69,7 +70,7 @@ def pending_journal(client, run) -> Path | None:
     if not path or not Path(path).is_file():
         return None
     try:
-        contents = read_journal(path)
+        contents = read_journal(path)  # its damaged lines skipped: a journal never stops a report or the UI
     except UserError:
         return None
     if run.info.run_id not in (contents.parent_run_id, contents.resumed):
@@ -81,10 +82,10 @@ def pending_journal(client, run) -> Path | None:
 
 
 def sync_hint(run, journal: Path, tracking_uri: str | None) -> str:
-    where = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     return (
         f"search {run.info.run_id} is RUNNING in the store, but its driver has exited with records the store lacks "
-        f"in its journal; write them with: gridbench sync {journal}{where} (then `--resume` continues it, if needed)"
+        f"in its journal; write them with: {commands.sync_command(str(journal), tracking_uri)} (then `--resume` "
+        f"continues it, if needed)"
     )
 
 

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from gridbench import space
 from gridbench.errors import UserError
-from gridbench.tracking import schema
+from gridbench.tracking import commands, schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
 
@@ -211,7 +211,7 @@ def ui_command(uri: str, timeout_s: float = 2.0) -> str:
         except requests.RequestException:  # gone for good mid-search: the journal holds what it lacks
             return f"the tracking server {uri} does not answer now; open it once it is back"
         return f"open {uri}"
-    return f"python -m gridbench ui --tracking-uri {uri}"  # MLflow's UI without its job runner
+    return commands.ui_command(uri)  # MLflow's UI without its job runner
 
 
 def quiet_mlflow() -> None:
