@@ -7,8 +7,12 @@ run against a real SQLite store.
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,7 +75,7 @@ def trial(index: int) -> TrialRecord:
     )  # fmt: skip
 
 
-def journal_only_search(plan, directory: Path) -> tuple[str, Path]:
+def journal_only_search(plan, directory: Path, command: str = "gridbench search digits") -> tuple[str, Path]:
     """A FINISHED search whose parent reached the store RUNNING and whose trials and end are in its journal only."""
     gone = subprocess.Popen(["true"])
     gone.wait()
@@ -79,7 +83,7 @@ def journal_only_search(plan, directory: Path) -> tuple[str, Path]:
     recorder.grace_s = 0.2
     tags = {schema.KIND: "search", **spec_tags(plan.spec, plan.data.description, False), **expected_tags(plan),
             schema.DRIVER_HOST: socket.gethostname(), schema.DRIVER_PID: str(gone.pid),
-            schema.DRIVER_STARTED: "1.000", schema.COMMAND: "gridbench search digits --set epochs=2"}  # fmt: skip
+            schema.DRIVER_STARTED: "1.000", schema.COMMAND: command}  # fmt: skip
     recorder.start("digits cpu", search_params(plan.spec), tags, {})
     recorder.store.client = StoreDown(recorder.store.client)
     for index in range(len(UNITS)):
@@ -160,3 +164,53 @@ def test_a_finished_trial_whose_line_is_lost_runs_again_on_resume_and_its_parent
     assert sorted(r.data.params["hidden_units"] for r in runs) == ["16", "48"]
     point = locate(plan, run_id)
     assert point.tune_points(plan) == [{"hidden_units": 32, "repeat": 0}]  # the lost one runs again
+
+
+# --- the commands printed for pasting, pasted -----------------------------------------------------------------------
+
+
+def paste(command: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Runs a printed command as a user pasting it would: through a shell, with gridbench on the PATH."""
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def between(text: str, before: str, after: str) -> str:
+    start = text.index(before) + len(before)
+    return text[start : text.index(after, start)]
+
+
+@pytest.mark.slow
+def test_every_printed_command_pasted_as_printed_runs_on_a_store_path_with_spaces_and_accents(tmp_path):
+    """report names `sync`, sync names `--resume`, the resumed search names `ui`: each pasted and run."""
+    directory = tmp_path / "my störe 'ü' dir"
+    store = new_store(directory)
+    plan = plan_of(store)
+    command = "gridbench search digits --set learning_rate=0.01 --set epochs=2 --grid hidden_units=16,32,48 "
+    command += f"--cpus-per-trial 1 --tracking-uri {shlex.quote(store)}"
+    run_id, journal = journal_only_search(plan, directory / "gridbench-journal", command)
+    damage(journal, b"42", replace_trial=1)
+
+    reported = paste(f"gridbench report {run_id} --tracking-uri {shlex.quote(store)}", tmp_path)
+    assert reported.returncode == 0, reported.stderr
+    synced = paste(between(reported.stderr, "write them with: ", " (then `--resume`"), tmp_path)
+    assert synced.returncode == 0 and "2 trial(s) written" in synced.stdout, synced.stdout + synced.stderr
+    resumed = paste(between(synced.stdout, "run it again with `", "`"), tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resuming search {run_id}: 1 of 3 trials to run" in resumed.stdout
+    parent, runs = children(store, run_id)
+    assert parent.info.status == "FINISHED"
+    assert sorted(r.data.params["hidden_units"] for r in runs) == ["16", "32", "48"]
+
+    ui_command = between(resumed.stdout, "Browse: ", "\n")
+    port = ui.free_port()
+    server = subprocess.Popen(["bash", "-c", f"exec {ui_command} --port {port}"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        lines = iter(server.stdout.readline, "")  # the MLflow server's own lines come first
+        assert next(line for line in lines if line.startswith("MLflow UI for ")).startswith(
+            f"MLflow UI for {store}: http://127.0.0.1:{port}/"
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=60)
