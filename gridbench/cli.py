@@ -243,6 +243,13 @@ def _add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
         "every attempt is recorded",
     )
     parser.add_argument(
+        "--trial-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop a trial that runs longer (its worker is killed and replaced) and record it FAILED with kind "
+        "timeout; the search goes on (default: the spec's trial_timeout, else no limit)",
+    )
+    parser.add_argument(
         "--keep-ray-logs",
         action="store_true",
         help="keep the search's directory (Ray's session and logs) instead of removing it, and say where",
@@ -403,6 +410,7 @@ def _search_options(args: argparse.Namespace, device: str, backend: str | None):
         max_concurrent=args.max_concurrent,
         retries=args.retries,
         keep_ray_logs=args.keep_ray_logs,
+        trial_timeout_s=args.trial_timeout,
         **_shared_options(args),
     )
 

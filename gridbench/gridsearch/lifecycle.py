@@ -153,6 +153,11 @@ class SearchDirectory:
     def tune_dir(self) -> str:
         return str(self.path / "tune")
 
+    @property
+    def messages_log(self) -> str:
+        """Ray's own messages to the driver (gridbench.gridsearch.ray_session.ray_messages_to)."""
+        return str(self.path / "ray-messages.log")
+
     def remove(self) -> None:
         if not self.keep:
             shutil.rmtree(self.path, ignore_errors=True)

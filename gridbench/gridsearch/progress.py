@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -22,6 +23,7 @@ from gridbench.tables import Column, fitted
 from gridbench.tracking import schema, ui_command
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus
+from gridbench.trial import failure
 
 if TYPE_CHECKING:
     from gridbench.gridsearch import SearchResult
@@ -107,7 +109,7 @@ class SearchProgress:
                 self.killed += 1
             else:
                 self.failed += 1
-            self.progress.console.print(f"[red]{record.status.value}[/] {record.key} #{record.repeat}: {record.error}")
+            self.progress.console.print(unfinished_line(record))
         self.progress.advance(self.task)
         self._update()
 
@@ -200,7 +202,15 @@ def print_search(console: Console, result: SearchResult) -> None:
         )
     for trial in result.trials:
         if not trial.finished:
-            console.print(f"[red]{trial.status.value}[/] {trial.key} #{trial.repeat}: {trial.error}")
+            console.print(unfinished_line(trial))
+    kinds = collections.Counter(  # by trial: a retried attempt's run has its line above, and the trial its last
+        t.tags.get(schema.FAILURE_KIND)
+        for t in result.trials
+        if not t.finished and t.tags.get(schema.RETRIED) != "true"
+    )
+    if any(kinds):
+        named = ", ".join(f"{kinds[kind]} {failure.LABELS[kind]}" for kind in failure.KINDS if kinds[kind])
+        console.print(f"failed trials by cause: {named} (each one's cause and fix above, and in its run's failure.*)")
     console.print(
         f"makespan {s.makespan_s:.1f} s for {s.trials_total - s.trials_resumed} trials at concurrency {s.concurrency}; "
         f"sum of trial times / concurrency {s.ideal_makespan_s:.1f} s; overhead ratio {s.overhead_ratio:.2f}; "
@@ -246,6 +256,12 @@ def print_search(console: Console, result: SearchResult) -> None:
         )
     console.print(f"MLflow: experiment {result.experiment_name!r}, parent run {result.parent_run_id}")
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
+
+
+def unfinished_line(record: TrialRecord) -> str:
+    """A FAILED or KILLED trial's line: its cause and fix where one was told (failure.message), else its error."""
+    said = record.tags.get(schema.FAILURE_MESSAGE) or record.error or ""
+    return f"[red]{record.status.value}[/] {escape(record.key)} #{record.repeat}: {escape(said)}"
 
 
 PROGRAM_SOURCES = ("compiled", "loaded from the compile cache", "reused")

@@ -332,6 +332,11 @@ RETRIED = _tag("retried", On.TRIAL, "true: this attempt's worker died and the tr
 ENDED_BY = _tag("ended_by", On.TRIAL, "what ended a KILLED trial: SIGINT, SIGTERM")
 # A diverged trial ran to its end (FINISHED) but its numbers mean nothing: it is kept out of best and time to accuracy.
 DIVERGED = _tag("diverged", On.TRIAL, "true: the training loss became NaN or inf (diverged_epoch says when)")
+# Why a FAILED trial failed (gridbench.trial.failure): its kind, and one line with what happened and the fix.
+FAILURE_KIND = _tag(
+    "failure.kind", On.TRIAL, "a FAILED trial's cause: gpu_memory, host_memory, worker_crashed, exception or timeout"
+)
+FAILURE_MESSAGE = _tag("failure.message", On.TRIAL, "a FAILED trial's cause in one line, with what a user can do")
 
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")

@@ -1,0 +1,200 @@
+"""Trials that raise, run out of memory, crash or hang (issue 42): each one's line names its cause and fix, the
+other trials finish, nothing is lost or recorded twice, and no process of the search is left.
+
+One search, through the command line, of a user's model whose training does one fault per configuration:
+`raises` (an exception in the model), `memory` (an allocation past an address-space limit the test sets in the
+worker), `segv` (the worker kills itself with SIGSEGV), `hang` (a sleep in native code that holds the GIL,
+under --trial-timeout 5), beside `ok`. --retries 1: only the crash runs again.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from stores import new_store
+
+from gridbench.tracking import schema
+
+MODULE = """
+import ctypes, os, resource, signal, time
+import keras
+import numpy as np
+
+
+def fault(mode):
+    if mode == "raises":
+        raise ValueError("the planted fault: no such layer size")
+    if mode == "memory":  # an address-space limit 256 MiB above what the worker holds, then 2 GiB asked
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as statm:
+            held = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (held + 256 * 2**20, hard))
+        try:
+            np.ones(2**31, dtype=np.uint8)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    if mode == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "hang":
+        with open(os.path.join(os.environ["GRIDBENCH_TEST_PID_DIR"], "hang.pid"), "w") as out:
+            out.write(str(os.getpid()))
+        ctypes.PyDLL(None).sleep(100000)  # native code that keeps the GIL: no Python runs in this process again
+
+
+class Fault(keras.layers.Layer):
+    def __init__(self, mode, **kwargs):
+        super().__init__(**kwargs)
+        self.mode = mode
+
+    def call(self, x, training=False):
+        if training:  # in the trial's training only (the driver's check calls it with training=False)
+            fault(self.mode)
+        return x
+
+
+def build(hp):
+    return keras.Sequential([keras.Input((4,)), Fault(hp["mode"]), keras.layers.Dense(3, activation="softmax")])
+"""
+
+SPEC = """
+model = "faulty:build"
+dataset = "data.npz"
+[hyperparameters.mode]
+type = "str"
+default = "ok"
+[params]
+epochs = 2
+batch_size = 8
+[grid]
+mode = ["ok", "raises", "memory", "segv", "hang"]
+"""
+
+
+@pytest.fixture
+def faulty(tmp_path) -> Path:
+    (tmp_path / "faulty.py").write_text(MODULE)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "data.npz", x_train=rng.random((30, 4), dtype=np.float32), y_train=np.arange(30) % 3,
+             x_test=rng.random((9, 4), dtype=np.float32), y_test=np.arange(9) % 3)  # fmt: skip
+    (tmp_path / "faulty.toml").write_text(SPEC)
+    return tmp_path
+
+
+def runs(store: str):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(store)
+    (experiment,) = [e for e in client.search_experiments() if e.name.startswith("gridbench/")]
+    found = client.search_runs([experiment.experiment_id], max_results=1000)
+    return [r for r in found if schema.PARENT_RUN not in r.data.tags], [
+        r for r in found if schema.PARENT_RUN in r.data.tags
+    ]
+
+
+@pytest.mark.slow
+def test_each_failure_is_named_with_its_fix_and_the_search_goes_on(faulty, tmp_path):
+    store = new_store(tmp_path / "store")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    tmp_dir = Path(__import__("tempfile").mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths
+    env = {**os.environ, "GRIDBENCH_TEST_PID_DIR": str(pids), "TMPDIR": str(tmp_dir), "COLUMNS": "1000"}
+    command = [sys.executable, "-m", "gridbench", "search", str(faulty / "faulty.toml"), "--tracking-uri", store,
+               "--cpus-per-trial", "1", "--trial-timeout", "5", "--retries", "1"]  # fmt: skip
+    started = time.monotonic()
+    driver = subprocess.Popen(command, cwd=faulty, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    own, seen = psutil.Process(driver.pid), {}
+    while driver.poll() is None and time.monotonic() - started < 300:
+        try:
+            for process in own.children(recursive=True):
+                seen.setdefault(process.pid, process.create_time())
+        except psutil.Error:
+            pass
+        time.sleep(0.5)
+    out, err = driver.communicate(timeout=300)
+    assert driver.returncode == 1, out + err
+
+    lines = {mode: [line for line in out.splitlines() if line.startswith(f"FAILED mode={mode} ")]
+             for mode in ("raises", "memory", "segv", "hang")}  # fmt: skip
+    assert "exception: ValueError: the planted fault: no such layer size; fix the model" in lines["raises"][0]
+    assert "out of host memory: asked for 2.00 GiB" in lines["memory"][0] and "--max-concurrent" in lines["memory"][0]
+    assert "worker crashed: killed by SIGSEGV" in lines["segv"][0] and "--retries" in lines["segv"][0]
+    assert "timeout: stopped after 5." in lines["hang"][0] and "past the trial timeout of 5 s" in lines["hang"][0]
+    assert "failed trials by cause: 1 out of host memory, 1 worker crashed, 1 exception, 1 timeout" in out
+    assert "(raylet)" not in out + err and "Traceback" not in err, err  # Ray's own lines are not the user's
+
+    (parent,), children = runs(store)
+    attempts = sorted((c.data.params["mode"], c.data.tags[schema.ATTEMPT], c.info.status,
+                       c.data.tags.get(schema.FAILURE_KIND)) for c in children)  # fmt: skip
+    assert attempts == [
+        ("hang", "1", "FAILED", "timeout"),  # a timeout is never retried
+        ("memory", "1", "FAILED", "host_memory"),  # an exception neither
+        ("ok", "1", "FINISHED", None),
+        ("raises", "1", "FAILED", "exception"),
+        ("segv", "1", "FAILED", "worker_crashed"),  # a crash is, once (--retries 1), and each attempt recorded
+        ("segv", "2", "FAILED", "worker_crashed"),
+    ]
+    hang = next(c for c in children if c.data.params["mode"] == "hang")
+    assert 5 <= hang.data.metrics[schema.TRIAL_WALL_S] < 60
+    assert hang.data.tags[schema.FAILURE_MESSAGE].startswith("timeout: stopped after")
+    assert parent.info.status == "FINISHED" and parent.data.metrics["trials_failed"] == 4
+
+    hung = int((pids / "hang.pid").read_text())
+    assert hung in seen and not psutil.pid_exists(hung)  # the hung worker was killed, not left holding its device
+    alive = [
+        pid for pid, created in seen.items() if psutil.pid_exists(pid) and psutil.Process(pid).create_time() == created
+    ]
+    assert alive == [], alive  # no process of the search is left
+
+
+# --- how each kind is told, from what the frameworks, Ray and the kernel say (no Ray) ------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, text, kind, said",
+    [
+        ("XlaRuntimeError", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 37.25GiB.", "gpu_memory",
+         "asked for 37.25GiB, GPU 0: 75.0 of 79.1 GiB in use (XlaRuntimeError: RESOURCE_EXHAUSTED"),
+        ("OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 GiB",
+         "gpu_memory", "asked for 20.00 GiB"),
+        ("ResourceExhaustedError", "OOM when allocating tensor with shape[100000,100000] and type float",
+         "gpu_memory", "asked for shape[100000,100000]"),
+        ("MemoryError", "Unable to allocate 8.00 GiB for an array", "host_memory", "asked for 8.00 GiB"),
+        ("ValueError", "Exception encountered when calling Dense.call().\n\n\x1b[1mbad shape\x1b[0m", "exception",
+         "ValueError: bad shape; fix the model or the data"),
+    ],
+)  # fmt: skip
+def test_an_exception_is_told_by_its_kind_with_what_was_asked(name, text, kind, said):
+    from gridbench.trial import failure
+
+    base = MemoryError if name == "MemoryError" else Exception
+    err = type(name, (base,), {})(text)
+    told = failure.of_exception(err, "GPU 0: 75.0 of 79.1 GiB in use")
+    assert told.kind == kind and said in told.message and "\n" not in told.message
+
+
+def test_a_dead_worker_is_told_by_rays_error_its_log_and_the_kernel():
+    from gridbench.trial import failure
+
+    died = "The actor died unexpectedly before finishing this task.\n\tpid: 4242\nWorker exit type: SYSTEM_ERROR"
+    monitor = died + " Task was killed due to the node running low on memory. Memory on the node (IP: 10.0.0.1, " \
+        "ID: ab) where the task (actor ID: cd) was running was 7.40GB / 7.67GB (0.96), which exceeds 0.95."  # fmt: skip
+    told = failure.of_dead_worker(monitor)
+    assert told.kind == "host_memory" and "7.40GB / 7.67GB" in told.message and "--retries" in told.message
+    assert failure.of_dead_worker(died, killed_by_kernel=True).kind == "host_memory"
+    log = ["[2026-11-26 08:27:04,786 E 1 1] logging.cc:474: *** SIGSEGV received at time=1 on cpu 1 ***",
+           "[2026-11-26 08:27:04,786 E 1 1] logging.cc:474: PC: @     0x7f3d18ca3f16  (unknown)  (unknown)",
+           "Fatal Python error: Segmentation fault", "", "Stack (most recent call first):",
+           '  File "x.py", line 1']  # fmt: skip
+    told = failure.of_dead_worker(died, log)
+    assert told.kind == "worker_crashed" and told.message.startswith("worker crashed: killed by SIGSEGV; its log ends")
+    assert "0x7f3d" not in told.message and "Fatal Python error: Segmentation fault" in told.message
+    xla = ["2026-11-26 E external/xla/xla/stream_executor: Out of memory while trying to allocate 40000000000 bytes."]
+    assert failure.of_dead_worker(died, xla).kind == "gpu_memory"
+    assert "without a word" in failure.of_dead_worker(died, []).message
