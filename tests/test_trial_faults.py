@@ -144,6 +144,7 @@ def test_each_failure_is_named_with_its_fix_and_the_search_goes_on(faulty, tmp_p
     assert 5 <= hang.data.metrics[schema.TRIAL_WALL_S] < 60
     assert hang.data.tags[schema.FAILURE_MESSAGE].startswith("timeout: stopped after")
     assert parent.info.status == "FINISHED" and parent.data.metrics["trials_failed"] == 4
+    assert parent.data.metrics["account.failed_s"] > 1  # the failed trials' time, apart from the others' overhead
 
     hung = int((pids / "hang.pid").read_text())
     assert hung in seen and not psutil.pid_exists(hung)  # the hung worker was killed, not left holding its device
@@ -198,3 +199,25 @@ def test_a_dead_worker_is_told_by_rays_error_its_log_and_the_kernel():
     xla = ["2026-11-26 E external/xla/xla/stream_executor: Out of memory while trying to allocate 40000000000 bytes."]
     assert failure.of_dead_worker(died, xla).kind == "gpu_memory"
     assert "without a word" in failure.of_dead_worker(died, []).message
+
+
+def test_the_account_shows_failed_trials_time_as_its_own_part():
+    from gridbench import account
+
+    ok = {"trial_wall_s": 4.0, "train_epochs_s": 3.0, "warmup_epoch_s": 1.2, "steady_epoch_s": 0.9, "steady_epochs": 2}
+    members = [
+        ("h:1", 100.0, 104.0, ok),
+        ("h:1", 104.0, 108.0, ok),
+        ("h:2", 100.0, 123.0, {"trial_wall_s": 23.0}, True),
+    ]
+    parts = account.account(account.timings_of(members, "steady_epoch_s"), 90.0, 125.0, concurrency=2).account
+    before = account.timings_of([*members[:2], members[2][:4]], "steady_epoch_s")  # not told FAILED: as before
+    unsplit = account.account(before, 90.0, 125.0, concurrency=2).account
+    assert parts.failed_s == pytest.approx(23.0 / 2) and unsplit.failed_s == 0
+    # Before, a failed trial's time was its worker's start or per-trial overhead; now it is neither.
+    assert parts.trial_overhead_s + parts.worker_start_s == pytest.approx(
+        unsplit.trial_overhead_s + unsplit.worker_start_s - 23.0 / 2
+    )
+    assert parts.whole_command_s == pytest.approx(35.0) == unsplit.whole_command_s  # the parts add up to the command
+    assert "failed trials 11.5 s" in account.one_line(parts) and "failed" not in account.one_line(unsplit)
+    assert account.Account.from_metrics({f"account.{p}": 1.0 for p in account.PARTS if p != "failed_s"}).failed_s == 0

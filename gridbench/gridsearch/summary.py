@@ -75,8 +75,8 @@ def with_account(
 ) -> SearchSummary:
     """The summary with the account of the whole command (gridbench.account), now that the search has ended."""
     summary = dataclasses.replace(summary, compile_warmup_s=compile_warmup_s)
-    members = [(f"{t.tags.get(schema.HOST, '')}:{t.tags.get(schema.PID, '')}", t.started_at, t.ended_at, t.metrics)
-               for t in trials]  # fmt: skip
+    members = [(f"{t.tags.get(schema.HOST, '')}:{t.tags.get(schema.PID, '')}", t.started_at, t.ended_at, t.metrics,
+                t.status is TrialStatus.FAILED) for t in trials]  # fmt: skip
     timings = account.timings_of(members, plan.spec.workload.train_metric)
     parts = account.account(
         timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s, summary.compile_warmup_s

@@ -205,7 +205,8 @@ ACCOUNT_PREFIX = _metric(
     "account.<part>: startup_s (command start to the first trial), compile_s (compiling not hidden), "
     "worker_start_s (each worker's first trial beyond later ones: imports, device), trial_overhead_s (setup, "
     "evaluation, recording, gaps between trials), warmup_s (first epochs beyond a steady epoch), training_s "
-    "(epochs at their steady time), end_s (last trial to the search's end); trials' parts / concurrency",
+    "(epochs at their steady time), failed_s (FAILED trials' whole time; absent before issue 42), end_s (last trial to "
+    "the search's end); trials' parts / concurrency",
     since=6,
 )
 WHOLE_COMMAND_S = _metric(
