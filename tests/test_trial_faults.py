@@ -221,3 +221,29 @@ def test_the_account_shows_failed_trials_time_as_its_own_part():
     assert parts.whole_command_s == pytest.approx(35.0) == unsplit.whole_command_s  # the parts add up to the command
     assert "failed trials 11.5 s" in account.one_line(parts) and "failed" not in account.one_line(unsplit)
     assert account.Account.from_metrics({f"account.{p}": 1.0 for p in account.PARTS if p != "failed_s"}).failed_s == 0
+
+
+def test_compiling_ahead_names_each_program_that_failed_and_why_in_one_line(tmp_path):
+    import json
+
+    from gridbench.gridsearch.precompile import Precompiler
+
+    (tmp_path / "programs-0.jsonl").write_text(
+        json.dumps({"index": 0, "error": "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory", "wall_s": 1.0}) + "\n"
+        + json.dumps({"index": 2, "compile_s": 2.0, "cached": False, "wall_s": 2.0}) + "\n"
+    )  # fmt: skip
+    (tmp_path / "log-1.txt").write_text("Traceback (most recent call last):\nImportError: libcuda.so.1 not found\n")
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    died = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    done.wait(), died.wait()
+    names = ["hidden_units=16", "hidden_units=32", "hidden_units=64"]
+    logs = [str(tmp_path / "log-0.txt"), str(tmp_path / "log-1.txt")]
+    report = Precompiler(
+        [done, died], [str(tmp_path / "programs-0.jsonl"), str(tmp_path / "programs-1.jsonl")], 0.0, names, logs
+    ).report()
+    assert report.failed == 2 and report.programs == 1
+    assert report.failures == (
+        "program hidden_units=16: XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory",
+        "program hidden_units=32: its compiling process exited with code 3; its log ends: ImportError: libcuda.so.1 "
+        "not found",
+    )

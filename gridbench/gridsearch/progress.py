@@ -245,6 +245,8 @@ def print_search(console: Console, result: SearchResult) -> None:
                 else ""
             )
         )
+    for failed in s.precompile_failures:
+        console.print(f"compiling ahead failed for {escape(failed)} (its trials compiled it)", highlight=False)
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)
     if sources:
         counts = ", ".join(f"{sources[k]} {k}" for k in PROGRAM_SOURCES if sources[k])

@@ -84,12 +84,13 @@ def with_account(
     return dataclasses.replace(summary, account=parts.account.parts())
 
 
-def _precompile_fields(report: PrecompileReport) -> dict[str, float]:
+def _precompile_fields(report: PrecompileReport) -> dict:
     return {
         "precompile_processes": report.processes,
         "programs_precompiled": report.programs,
         "programs_precompile_loaded": report.loaded,
         "programs_precompile_failed": report.failed,
+        "precompile_failures": report.failures,
         "precompile_s": report.wall_s,
         "precompile_compile_s": report.compile_sum_s,
         "precompile_wait_s": report.wait_s,
