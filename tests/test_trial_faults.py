@@ -91,11 +91,24 @@ def runs(store: str):
     from mlflow import MlflowClient
 
     client = MlflowClient(store)
-    (experiment,) = [e for e in client.search_experiments() if e.name.startswith("gridbench/")]
-    found = client.search_runs([experiment.experiment_id], max_results=1000)
+    ours = [e.experiment_id for e in client.search_experiments() if e.name.startswith("gridbench/")]
+    found = client.search_runs(ours, max_results=1000) if ours else []
     return [r for r in found if schema.PARENT_RUN not in r.data.tags], [
         r for r in found if schema.PARENT_RUN in r.data.tags
     ]
+
+
+def still_running(seen: dict[int, float]) -> list[str]:
+    """Those of the processes seen (pid: start time) that still run, zombies aside."""
+    running = []
+    for pid, created in seen.items():
+        try:
+            process = psutil.Process(pid)
+            if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
+                running.append(f"{pid} {process.name()}")
+        except psutil.Error:
+            pass
+    return running
 
 
 @pytest.mark.slow
@@ -147,11 +160,8 @@ def test_each_failure_is_named_with_its_fix_and_the_search_goes_on(faulty, tmp_p
     assert parent.data.metrics["account.failed_s"] > 1  # the failed trials' time, apart from the others' overhead
 
     hung = int((pids / "hang.pid").read_text())
-    assert hung in seen and not psutil.pid_exists(hung)  # the hung worker was killed, not left holding its device
-    alive = [
-        pid for pid, created in seen.items() if psutil.pid_exists(pid) and psutil.Process(pid).create_time() == created
-    ]
-    assert alive == [], alive  # no process of the search is left
+    assert hung in seen and still_running({hung: seen[hung]}) == []  # killed, not left holding its device
+    assert still_running(seen) == []  # no process of the search is left
 
 
 # --- how each kind is told, from what the frameworks, Ray and the kernel say (no Ray) ------------------------------
@@ -247,3 +257,63 @@ def test_compiling_ahead_names_each_program_that_failed_and_why_in_one_line(tmp_
         "program hidden_units=32: its compiling process exited with code 3; its log ends: ImportError: libcuda.so.1 "
         "not found",
     )
+
+
+@pytest.mark.slow
+def test_a_node_that_dies_ends_the_search_as_a_stop_does(tmp_path):
+    """The raylet's agent killed mid-search: the raylet fate-shares with it and Ray ends the driver at once; the
+    watchdog then writes what finished, marks the parent KILLED and names the node's death and --resume."""
+    store = new_store(tmp_path / "store")
+    tmp_dir = Path(__import__("tempfile").mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths
+    command = [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store, "--set",
+               "learning_rate=0.01", "--set", "epochs=20", "--max-concurrent", "1",
+               "--grid", "hidden_units=16,32,64"]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(tmp_dir)}
+    driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    own, seen, agent = psutil.Process(driver.pid), {}, None
+    deadline = time.monotonic() + 240
+    while agent is None:
+        assert driver.poll() is None and time.monotonic() < deadline, "no trial finished"
+        for process in own.children(recursive=True):
+            try:
+                seen.setdefault(process.pid, process.create_time())
+                cmdline = process.cmdline()
+            except psutil.Error:
+                continue
+            if cmdline[:1] == ["ray::DashboardAgent"] and any(c.info.status == "FINISHED" for c in runs(store)[1]):
+                agent = process
+        time.sleep(0.5)
+    agent.kill()
+    out, err = driver.communicate(timeout=120)  # its stderr ends when the watchdog has ended the search too
+    assert driver.returncode != 0
+    said = [line for line in err.splitlines() if line.startswith("gridbench:")]
+    (parent,), children = runs(store)
+    assert len(said) == 1, err
+    assert said[0].startswith("gridbench: stopped: the search's Ray node died (dashboard_agent failed")
+    assert f"search {parent.info.run_id} KILLED with " in said[0] and f"--resume {parent.info.run_id}`" in said[0]
+    assert parent.info.status == "KILLED" and "Ray node died" in parent.data.tags[schema.ERROR]
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    assert finished and f"KILLED with {len(finished)} of 3 trials finished" in said[0]
+    assert still_running(seen) == []  # no process of the search is left
+    assert list(tmp_dir.iterdir()) == []  # nor its directory
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_a_gpu_a_configuration_too_large_for_its_memory_is_named_and_the_search_goes_on(tmp_path):
+    """The issue's H100 run: one configuration far too large for any GPU (two 200000-unit layers: 4e10 weights,
+    160 GB in float32) beside one that fits."""
+    store = new_store(tmp_path / "store")
+    command = [sys.executable, "-m", "gridbench", "search", "digits", "--device", "gpu", "--tracking-uri", store,
+               "--set", "epochs=2", "--set", "hidden_layers=2", "--set", "learning_rate=0.01",
+               "--grid", "hidden_units=256,200000"]  # fmt: skip
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                            env={**os.environ, "COLUMNS": "1000"})  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("FAILED hidden_units=200000 ")]
+    assert "out of GPU memory" in line and "--gpus-per-trial 1" in line, line
+    assert "(raylet)" not in result.stdout + result.stderr
+    (parent,), children = runs(store)
+    status = {c.data.params["hidden_units"]: (c.info.status, c.data.tags.get(schema.FAILURE_KIND)) for c in children}
+    assert status == {"256": ("FINISHED", None), "200000": ("FAILED", "gpu_memory")}
+    assert parent.info.status == "FINISHED" and parent.data.metrics["account.failed_s"] > 0

@@ -183,10 +183,33 @@ class RaySession:
         finally:
             self.processes.note()
             self.watchdog.guard(self.processes.seen)
+            for pid, started in self.processes.matching(RAYLET_PROGRAM).items():  # a local Ray's one raylet
+                self.watchdog.guard_raylet(pid, started)
             self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
         ray_messages_to(self.directory.messages_log)
+
+    def describe_search(self, plan: SearchPlan, recorder: Recorder) -> None:
+        """Tells the watchdog how to end this search if Ray's node dies and Ray ends this driver with it.
+
+        Only a search with a journal (the default recorder): what finished is written from it to the store.
+        """
+        journal = getattr(recorder, "journal", None)
+        if self.watchdog is None or journal is None or recorder.parent_run_id is None:
+            return
+        self.watchdog.describe_search(
+            {
+                "journal": str(journal.path),
+                "tracking_uri": plan.tracking_uri,
+                "parent_run_id": recorder.parent_run_id,
+                "trials_total": str(plan.trials_total),
+                "ray_dir": self.directory.ray_dir,
+                "resume": resume_command(
+                    plan.options.command_line, plan.spec.name, recorder.parent_run_id, plan.options.tracking_uri
+                ),
+            }
+        )
 
     def stop(self) -> None:
         if self.precompiler is not None:
@@ -262,6 +285,7 @@ def _quiet_ray() -> None:
 
 
 RAY_MONITOR_SCRIPT = "autoscaler/_private/monitor.py"
+RAYLET_PROGRAM = "raylet/raylet"  # its executable's path: core/src/ray/raylet/raylet
 
 
 def _stop_ray(processes: lifecycle.OwnProcesses) -> None:

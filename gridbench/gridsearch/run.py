@@ -100,6 +100,7 @@ def run_search(
 
     try:
         recorder, ray_start_s, concurrency, tags = _start_parent(plan, open_recorder, session, extra_tags, resume)
+        session.describe_search(plan, recorder)  # if Ray's node dies, Ray ends this process: the watchdog ends it
         context, callback = _trials_context(plan, session, recorder, tags, observer, resume)
         if observer is not None:
             observer.start(plan.trials_total if resume is None else resume.remaining)

@@ -6,6 +6,8 @@ session of its own (gridbench.gridsearch.lifecycle.Watchdog), so that a signal t
 driver's process group does not reach it, and writes to its stdin, one line each:
 
     PID START_TIME    a process to end if the driver dies (START_TIME as psutil's create_time)
+    raylet PID START_TIME   the search's raylet: if it died before the driver, Ray's node died and ended it
+    search JSON       the search, once its parent run exists (gridbench.gridsearch.node_death's argument)
     leave             the driver ended cleanly: exit, touching nothing
 
 End of input without `leave` means the driver is gone (the kernel closes its end of
@@ -13,6 +15,11 @@ the pipe however it died). The watchdog then ends each noted process still runni
 with the same start time (a reused pid is not ours), with every descendant of theirs
 (workers that a raylet started after the list was sent): SIGTERM, then SIGKILL after
 a grace period. Never by name. Then it removes the search's directory unless told to keep it.
+
+A driver that Ray itself ended because the search's node died (its raylet ended, as when its agent is killed:
+the raylet fate-shares with it, and the driver's core worker exits at once when its object store goes) gets
+the end a stop would have had: `python -m gridbench.gridsearch.node_death JSON` writes the journal's trials to
+the store, marks the parent KILLED and prints the one line, on the driver's stderr, before the directory goes.
 
     python -S watchdog.py DIRECTORY keep|remove
 """
@@ -90,16 +97,34 @@ def end(processes: dict[int, float], grace_s: float = GRACE_S) -> None:
 def main(argv: list[str]) -> int:
     directory, keep = argv[1], argv[2] == "keep"
     noted: dict[int, float] = {}
+    raylet, search = None, None
     for line in sys.stdin:  # until the driver says `leave`, or dies (end of input)
         words = line.split()
         if words == ["leave"]:
             return 0
-        if len(words) == 2:
+        if words[:1] == ["search"]:
+            search = line[len("search") :].strip()
+        elif len(words) == 3 and words[0] == "raylet":
+            raylet = (int(words[1]), float(words[2]))
+        elif len(words) == 2:
             noted[int(words[0])] = float(words[1])
+    node_died = raylet is not None and not _alive(*raylet)  # before the end below ends it too
     end(noted)
+    if node_died and search:
+        _end_search(search)
     if not keep:
         shutil.rmtree(directory, ignore_errors=True)
     return 0
+
+
+def _end_search(search: str) -> None:
+    """The search's end after its node died (gridbench.gridsearch.node_death), within a bound."""
+    import subprocess
+
+    try:
+        subprocess.run([sys.executable, "-m", "gridbench.gridsearch.node_death", search], timeout=120, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 if __name__ == "__main__":

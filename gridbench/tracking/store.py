@@ -115,6 +115,15 @@ def _check_writable_directory(uri: str, directory: Path) -> None:
         ) from None
 
 
+def _tables(path: Path, mode: str) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(f"{path.as_uri()}?mode={mode}", uri=True, timeout=5) as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    connection.close()
+    return tables
+
+
 def _check_sqlite_store(uri: str, path: Path, write: bool = True) -> None:
     """An existing file must be writable (unless not `write`) and an SQLite database that is empty or MLflow's
     (read, never changed)."""
@@ -130,9 +139,14 @@ def _check_sqlite_store(uri: str, path: Path, write: bool = True) -> None:
     if header and header != _SQLITE_HEADER:  # an empty file is an empty database to SQLite
         raise UserError(f"tracking URI {uri}: {path} is not an SQLite database; choose another --tracking-uri")
     try:
-        with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5) as connection:
-            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        connection.close()
+        try:
+            tables = _tables(path, "ro")
+        except sqlite3.OperationalError as err:
+            # A process killed mid-write (a driver that Ray ended) leaves a hot journal, which only a connection
+            # that may write rolls back; where writing is allowed, that one reads the tables.
+            if not write or "readonly" not in str(err):
+                raise
+            tables = _tables(path, "rw")
     except sqlite3.DatabaseError as err:
         raise UserError(
             f"tracking URI {uri}: {path} is not a readable SQLite database ({err}); choose another --tracking-uri"
