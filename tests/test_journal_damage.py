@@ -182,7 +182,10 @@ def between(text: str, before: str, after: str) -> str:
 
 @pytest.mark.slow
 def test_every_printed_command_pasted_as_printed_runs_on_a_store_path_with_spaces_and_accents(tmp_path):
-    """report names `sync`, sync names `--resume`, the resumed search names `ui`: each pasted and run."""
+    """report names `sync`, sync names `--resume`, a search's summary names `ui`: each pasted. The `--resume` one
+    is run in tests/test_trial_faults.py (after a node's death, on such a path), which trains."""
+    from gridbench.tracking import ui_command
+
     directory = tmp_path / "my störe 'ü' dir"
     store = new_store(directory)
     plan = plan_of(store)
@@ -195,16 +198,12 @@ def test_every_printed_command_pasted_as_printed_runs_on_a_store_path_with_space
     assert reported.returncode == 0, reported.stderr
     synced = paste(between(reported.stderr, "write them with: ", " (then `--resume`"), tmp_path)
     assert synced.returncode == 0 and "2 trial(s) written" in synced.stdout, synced.stdout + synced.stderr
-    resumed = paste(between(synced.stdout, "run it again with `", "`"), tmp_path)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"resuming search {run_id}: 1 of 3 trials to run" in resumed.stdout
-    parent, runs = children(store, run_id)
-    assert parent.info.status == "FINISHED"
-    assert sorted(r.data.params["hidden_units"] for r in runs) == ["16", "32", "48"]
+    resume = between(synced.stdout, "run it again with `", "`")
+    assert shlex.split(resume) == [*shlex.split(command), "--resume", run_id]  # the store's path is one word
+    assert locate(plan, run_id).tune_points(plan) == [{"hidden_units": 32, "repeat": 0}]
 
-    ui_command = between(resumed.stdout, "Browse: ", "\n")
     port = ui.free_port()
-    server = subprocess.Popen(["bash", "-c", f"exec {ui_command} --port {port}"], cwd=tmp_path,
+    server = subprocess.Popen(["bash", "-c", f"exec {ui_command(store)} --port {port}"], cwd=tmp_path,
                               stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
         lines = iter(server.stdout.readline, "")  # the MLflow server's own lines come first
@@ -214,3 +213,26 @@ def test_every_printed_command_pasted_as_printed_runs_on_a_store_path_with_space
     finally:
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=60)
+
+
+def test_a_resume_command_repeats_the_search_s_options_quoted_and_names_one_half_of_device_both():
+    from gridbench.tracking.commands import resume_command, sync_command, ui_command
+
+    store = "sqlite:////tmp/my störe 'x'/mlflow.db"
+    ran = shlex.join(["gridbench", "search", "my exp.toml", "--set", "epochs=2", "--tracking-uri", store])
+    assert shlex.split(resume_command(ran, "my exp", "r1")) == [*shlex.split(ran), "--resume", "r1"]
+    again = resume_command(ran + " --resume r0 --retries 1", "my exp", "r1")
+    assert shlex.split(again)[-4:] == ["--retries", "1", "--resume", "r1"] and "r0" not in again
+    both = resume_command("gridbench search digits --device both --resume", "digits", "r2", device="gpu")
+    assert both == "gridbench search digits --device gpu --resume r2"
+    assert resume_command("gridbench.search(device='cpu')", "digits", "r3", store) == (
+        f"gridbench search digits --resume r3 --tracking-uri {shlex.quote(store)}"
+    )
+    assert shlex.split(sync_command("/a b/j.jsonl", store)) == [
+        "gridbench",
+        "sync",
+        "/a b/j.jsonl",
+        "--tracking-uri",
+        store,
+    ]
+    assert shlex.split(ui_command(store))[-1] == store

@@ -263,11 +263,11 @@ def test_compiling_ahead_names_each_program_that_failed_and_why_in_one_line(tmp_
 def test_a_node_that_dies_ends_the_search_as_a_stop_does(tmp_path):
     """The raylet's agent killed mid-search: the raylet fate-shares with it and Ray ends the driver at once; the
     watchdog then writes what finished, marks the parent KILLED and names the node's death and --resume."""
-    store = new_store(tmp_path / "store")
+    store = new_store(tmp_path / "my störe 'ü' dir")  # the printed --resume command is pasted and run after
     tmp_dir = Path(__import__("tempfile").mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths
     command = [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store, "--set",
                "learning_rate=0.01", "--set", "epochs=20", "--max-concurrent", "1",
-               "--grid", "hidden_units=16,32,64"]  # fmt: skip
+               "--grid", "hidden_units=16,32"]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(tmp_dir)}
     driver = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     own, seen, agent = psutil.Process(driver.pid), {}, None
@@ -293,9 +293,19 @@ def test_a_node_that_dies_ends_the_search_as_a_stop_does(tmp_path):
     assert f"search {parent.info.run_id} KILLED with " in said[0] and f"--resume {parent.info.run_id}`" in said[0]
     assert parent.info.status == "KILLED" and "Ray node died" in parent.data.tags[schema.ERROR]
     finished = [c for c in children if c.info.status == "FINISHED"]
-    assert finished and f"KILLED with {len(finished)} of 3 trials finished" in said[0]
+    assert finished and f"KILLED with {len(finished)} of 2 trials finished" in said[0]
     assert still_running(seen) == []  # no process of the search is left
     assert list(tmp_dir.iterdir()) == []  # nor its directory
+
+    # The --resume command as printed, pasted into a shell (the store's path has spaces, quotes and accents).
+    resume = said[0].split("continue it with `")[1].rstrip("`")
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    resumed = subprocess.run(["bash", "-c", resume], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resuming search {parent.info.run_id}: {2 - len(finished)} of 2 trials to run" in resumed.stdout
+    (parent,), children = runs(store)
+    assert parent.info.status == "FINISHED"
+    assert sorted(c.data.params["hidden_units"] for c in children if c.info.status == "FINISHED") == ["16", "32"]
 
 
 @pytest.mark.gpu

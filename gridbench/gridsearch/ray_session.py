@@ -195,7 +195,7 @@ class RaySession:
 
         Only a search with a journal (the default recorder): what finished is written from it to the store.
         """
-        journal = getattr(recorder, "journal", None)
+        journal, options = getattr(recorder, "journal", None), plan.options
         if self.watchdog is None or journal is None or recorder.parent_run_id is None:
             return
         self.watchdog.describe_search(
@@ -206,7 +206,7 @@ class RaySession:
                 "trials_total": str(plan.trials_total),
                 "ray_dir": self.directory.ray_dir,
                 "resume": resume_command(
-                    plan.options.command_line, plan.spec.name, recorder.parent_run_id, plan.options.tracking_uri
+                    options.command_line, plan.spec.name, recorder.parent_run_id, options.tracking_uri, options.device
                 ),
             }
         )

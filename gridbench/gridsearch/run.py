@@ -208,7 +208,10 @@ def _stop_hint(plan: SearchPlan, recorder, callback, resume, stop: lifecycle.Sea
     kept = sum(t.finished for t in callback.records) if callback is not None else 0
     kept += len(resume.finished) if resume else 0
     hint = f"search {run_id} KILLED with {kept} of {plan.trials_total} trials finished"
-    command = commands.resume_command(plan.options.command_line, plan.spec.name, run_id, plan.options.tracking_uri)
+    options = plan.options
+    command = commands.resume_command(
+        options.command_line, plan.spec.name, run_id, options.tracking_uri, options.device
+    )
     resume_command = f"`{command}`"
     if not isinstance(stop, lifecycle.SearchOutOfSpace):
         return f"{hint}; continue it with {resume_command}"

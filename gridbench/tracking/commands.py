@@ -23,18 +23,28 @@ def sync_command(journal: str, tracking_uri: str | None = None) -> str:
     return pasteable("gridbench", "sync", str(journal), *where)
 
 
-def resume_command(command_line: str | None, spec_name: str, run_id: str, tracking_uri: str | None = None) -> str:
+def resume_command(
+    command_line: str | None, spec_name: str, run_id: str, tracking_uri: str | None = None, device: str | None = None
+) -> str:
     """How to continue search `run_id`: the command that ran it (its options must be the same) with `--resume RUN_ID`.
 
     `command_line` is the search's recorded command (the `command` tag); where it was not a `gridbench search`
-    command line (the Python API), the spec's name, and the store where one is given.
+    command line (the Python API), the spec's name, and the store where one is given. `device`: the search's,
+    for one half of `--device both`, which is resumed on its own.
     """
     try:
         words = shlex.split(command_line or "")
     except ValueError:  # an unbalanced quote: not a command line this can rebuild
         words = []
     if words[:2] == ["gridbench", "search"]:
-        return pasteable(*_without_resume(words), "--resume", run_id)
+        words = _without_resume(words)
+        if device and ("both" in words or "--device=both" in words):
+            words = [
+                device if word == "both" and before == "--device" else f"--device={device}" if word == "--device=both"
+                else word
+                for before, word in zip(["", *words], words)
+            ]  # fmt: skip
+        return pasteable(*words, "--resume", run_id)
     where = ("--tracking-uri", tracking_uri) if tracking_uri else ()
     return pasteable("gridbench", "search", spec_name, "--resume", run_id, *where)
 

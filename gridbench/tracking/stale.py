@@ -55,9 +55,8 @@ def driver_alive(tags: Mapping[str, str]) -> bool | None:
 
 def stale_error(run) -> str:
     tags = run.data.tags
-    resume = commands.resume_command(
-        tags.get(schema.COMMAND), tags.get(schema.SPEC_NAME, "EXPERIMENT"), run.info.run_id
-    )
+    spec, device = tags.get(schema.SPEC_NAME, "EXPERIMENT"), tags.get(schema.DEVICE)
+    resume = commands.resume_command(tags.get(schema.COMMAND), spec, run.info.run_id, device=device)
     return (
         f"its driver (pid {schema.tag_value(tags, schema.DRIVER_PID)} on {schema.tag_value(tags, schema.DRIVER_HOST)}) "
         f"died without ending it; continue it with `{resume}`"

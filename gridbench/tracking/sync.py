@@ -288,6 +288,6 @@ def _resume_if_trials_lost(
     recorded = {_key_of_run(r) for r in children(store) if r.info.status != _RUNNING}
     if len(recorded) >= summary.trials_total:
         return None
-    spec_name = str(contents.start.get("tags", {}).get(schema.SPEC_NAME, "EXPERIMENT"))
-    command = contents.start.get("tags", {}).get(schema.COMMAND)
-    return commands.resume_command(command, spec_name, store.parent_run_id)
+    tags = contents.start.get("tags", {})
+    spec_name, command = str(tags.get(schema.SPEC_NAME, "EXPERIMENT")), tags.get(schema.COMMAND)
+    return commands.resume_command(command, spec_name, store.parent_run_id, device=tags.get(schema.DEVICE))

@@ -170,11 +170,13 @@ def of_dead_worker(ray_error: str, log_lines: Sequence[str] = (), killed_by_kern
         what = (f"asked for {asked}; " if asked else "") + "the worker died of it" + tail
         return Failure(GPU_MEMORY, what, killed=True)
     signal_name = signal_in_log(log_lines)
-    exited = re.search(r"exit code (\d+)", ray_error)
+    exited = re.search(r"exit code (\d+)", ray_error)  # not Ray's "connection error code 2", its socket's
     if signal_name:
         how = f"killed by {signal_name}"
-    elif exited and exited.group(1) not in ("0", "2"):  # Ray's 'connection error code 2' is its socket's, not this
+    elif exited:
         how = f"exited with code {exited.group(1)}"
+    elif re.search(r"node has crashed|node .* died|node died", ray_error, re.IGNORECASE):
+        how = "its Ray node died under it"
     else:
         how = "its process ended without a word (SIGKILL, or an exit from native code)"
     return Failure(CRASHED, how + tail, killed=True)
