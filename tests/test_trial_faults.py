@@ -9,6 +9,7 @@ under --trial-timeout 5), beside `ok`. --retries 1: only the crash runs again.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -327,3 +328,24 @@ def test_on_a_gpu_a_configuration_too_large_for_its_memory_is_named_and_the_sear
     status = {c.data.params["hidden_units"]: (c.info.status, c.data.tags.get(schema.FAILURE_KIND)) for c in children}
     assert status == {"256": ("FINISHED", None), "200000": ("FAILED", "gpu_memory")}
     assert parent.info.status == "FINISHED" and parent.data.metrics["account.failed_s"] > 0
+
+
+def test_the_trial_timeout_comes_from_the_flag_else_the_spec_and_must_be_positive(tmp_path):
+    from gridbench.errors import UserError
+    from gridbench.gridsearch import SearchOptions, plan_search
+    from gridbench.spec import load_spec
+
+    spec_file = tmp_path / "timed.toml"
+    spec_file.write_text('dataset = "digits"\nmodel = "mlp"\ntrial_timeout = 90\n[grid]\nhidden_units = [16]\n')
+    spec = load_spec(str(spec_file))
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert spec.trial_timeout == 90.0
+    assert dataclasses.replace(spec, trial_timeout=None).spec_hash == spec.spec_hash  # how, not what: not hashed
+    options = SearchOptions(cpus_per_trial=1, tracking_uri=store)
+    assert plan_search(spec, options).trial_timeout_s == 90.0
+    assert plan_search(spec, dataclasses.replace(options, trial_timeout_s=5)).trial_timeout_s == 5
+    with pytest.raises(UserError, match=r"--trial-timeout must be a number of seconds > 0, got -1"):
+        plan_search(spec, SearchOptions(cpus_per_trial=1, tracking_uri=store, trial_timeout_s=-1))
+    spec_file.write_text(spec_file.read_text().replace("90", '"soon"'))
+    with pytest.raises(UserError, match=r"trial_timeout must be a number of seconds > 0, got 'soon'"):
+        load_spec(str(spec_file))
