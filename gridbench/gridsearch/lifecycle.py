@@ -291,7 +291,7 @@ class Watchdog:
         self._sent |= set(new)
 
     def guard_raylet(self, pid: int, started: float) -> None:
-        """The search's raylet: dead before the driver, it means Ray's node died (and Ray ended the driver)."""
+        """The search's raylet: ending as the driver dies, it means Ray's node died (and Ray ended the driver)."""
         self._write(f"raylet {pid} {started!r}\n")
 
     def describe_search(self, search: Mapping[str, str]) -> None:

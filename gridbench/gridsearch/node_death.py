@@ -2,9 +2,9 @@
 
     python -m gridbench.gridsearch.node_death JSON
 
-When the search's raylet ends (its agent killed, the raylet itself, the machine's Ray stopped), Ray ends the
-driver at once: its core worker exits the moment its object store goes, with no Python left to run. The
-watchdog (gridbench/gridsearch/watchdog.py) sees the raylet gone before the driver and runs this: it writes
+When the search's raylet shuts down (its agent killed, the raylet stopped, the machine's Ray stopped), Ray ends
+the driver at once: its core worker exits the moment its object store goes, with no Python left to run. The
+watchdog (gridbench/gridsearch/watchdog.py) reads the raylet's shutdown in its log and runs this: it writes
 the journal's trials to the store (what finished is kept), marks the parent KILLED with why, and prints one
 line on the driver's stderr naming the node's death and the `--resume` command.
 """
