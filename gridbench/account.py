@@ -32,6 +32,7 @@ PARTS = (
     "trial_overhead_s",
     "warmup_s",
     "training_s",
+    "failed_s",
     "end_s",
 )
 ONE_OFF = ("compile_warmup_s", "startup_s", "compile_s", "worker_start_s", "end_s")
@@ -43,6 +44,7 @@ PART_LABELS = {
     "trial_overhead_s": "per-trial overhead",
     "warmup_s": "warm-up beyond a steady epoch",
     "training_s": "training (steady epochs)",
+    "failed_s": "failed trials (their whole time)",
     "end_s": "end (last trial to exit)",
 }
 
@@ -60,6 +62,7 @@ class TrialTiming:
     warmup_s: float = 0.0  # the first epoch's excess over a steady epoch
     training_s: float = 0.0  # the epochs at their steady time (or the workload's training metric)
     epochs: int = 0  # epochs per configuration; 0 where the workload has none
+    failed: bool = False  # a FAILED trial: its whole time is the account's failed_s, none of its other parts
 
     @property
     def overhead_s(self) -> float:
@@ -85,7 +88,7 @@ def _units(members: Sequence[tuple[str, float, float, Mapping[str, float]]]) -> 
     Records that share a worker and a start are the members of one fused or grouped trial.
     """
     units: dict[tuple[str, float], list[int]] = {}
-    for index, (worker, started_at, _, _) in enumerate(members):
+    for index, (worker, started_at, *_) in enumerate(members):
         units.setdefault((worker, round(started_at, 3)), []).append(index)
     return sorted(((worker, indices) for (worker, _), indices in units.items()),
                   key=lambda unit: min(members[i][1] for i in unit[1]))  # fmt: skip
@@ -93,26 +96,27 @@ def _units(members: Sequence[tuple[str, float, float, Mapping[str, float]]]) -> 
 
 def _unit_timing(worker: str, records: Sequence[tuple], train_metric: str) -> TrialTiming:
     """One Ray trial from its members' records: their wall, compile and training are shares and add up; imports
-    are the worker's, once."""
-    parts = [trial_parts(metrics, train_metric) for _, _, _, metrics in records]
+    are the worker's, once. A record's optional fifth item is True for a FAILED trial: a unit with one failed."""
+    parts = [trial_parts(record[3], train_metric) for record in records]
     return TrialTiming(
         worker=worker,
         started_at=min(r[1] for r in records),
         ended_at=max(r[2] for r in records),
-        wall_s=sum(m.get(schema.TRIAL_WALL_S, 0.0) for *_, m in records),
-        import_s=max(m.get(schema.IMPORT_S, 0.0) for *_, m in records),
-        compile_s=sum(m.get(schema.COMPILE_S, 0.0) for *_, m in records),
+        wall_s=sum(record[3].get(schema.TRIAL_WALL_S, 0.0) for record in records),
+        import_s=max(record[3].get(schema.IMPORT_S, 0.0) for record in records),
+        compile_s=sum(record[3].get(schema.COMPILE_S, 0.0) for record in records),
         warmup_s=sum(p["warmup_s"] for p in parts),
         training_s=sum(p["training_s"] for p in parts),
         epochs=max(p["epochs"] for p in parts),
+        failed=any(len(record) > 4 and record[4] for record in records),
     )
 
 
 def timings_of(
     members: Iterable[tuple[str, float, float, Mapping[str, float]]], train_metric: str
 ) -> list[TrialTiming]:
-    """TrialTimings from (worker, started_at, ended_at, metrics) records, one per Ray trial, in the order they
-    started."""
+    """TrialTimings from (worker, started_at, ended_at, metrics[, failed]) records, one per Ray trial, in the order
+    they started."""
     members = list(members)
     return [_unit_timing(worker, [members[i] for i in indices], train_metric) for worker, indices in _units(members)]
 
@@ -144,6 +148,7 @@ class Account:
     warmup_s: float
     training_s: float
     end_s: float
+    failed_s: float = 0.0  # FAILED trials' whole time (their share of the window, as the other trials' parts)
 
     @property
     def whole_command_s(self) -> float:
@@ -169,7 +174,8 @@ class Account:
     def from_metrics(cls, metrics: Mapping[str, float]) -> Account | None:
         """The account a search's parent run holds; None for a search recorded before it existed."""
         names = {part: schema.ACCOUNT_PREFIX + part for part in PARTS}
-        if not all(name in metrics for part, name in names.items() if part != "compile_warmup_s"):
+        later = ("compile_warmup_s", "failed_s")  # parts an older search's account lacks: 0 there
+        if not all(name in metrics for part, name in names.items() if part not in later):
             return None
         return cls(**{part: float(metrics.get(name, 0.0)) for part, name in names.items()})
 
@@ -287,6 +293,8 @@ def account(
     first_start = min(t.started_at for t in timings)
     window = max(0.0, max(t.ended_at for t in timings) - first_start)
     wait = min(max(0.0, precompile_wait_s), max(0.0, first_start - command_start - warmup))
+    failed = [t for t in timings if t.failed]  # their whole time is one part of its own, not overhead
+    timings = [t for t in timings if not t.failed]
     trials, overhead_excess, warmup_excess = per_trial(timings)
     busy = {
         "compile_s": sum(t.compile_s for t in timings),
@@ -294,6 +302,7 @@ def account(
         "trial_overhead_s": sum(t.overhead_s for t in trials),
         "warmup_s": sum(t.warmup_s for t in trials),
         "training_s": sum(t.training_s for t in timings),
+        "failed_s": sum(t.wall_s for t in failed),
     }
     in_window = {part: seconds / slots for part, seconds in busy.items()}
     filled = sum(in_window.values())
@@ -310,6 +319,7 @@ def account(
         warmup_s=in_window["warmup_s"],
         training_s=in_window["training_s"],
         end_s=max(0.0, whole - warmup - startup - wait - window),
+        failed_s=in_window["failed_s"],
     )
     return Breakdown(parts, with_gaps(trials, gaps, slots), slots)
 
@@ -324,7 +334,8 @@ def one_line(parts: Account) -> str:
         "trial_overhead_s": "per-trial overhead",
         "warmup_s": "warm-up",
         "training_s": "training",
+        "failed_s": "failed trials",
         "end_s": "end",
     }
-    shown = {p: s for p, s in parts.parts().items() if p != "compile_warmup_s" or s}
+    shown = {p: s for p, s in parts.parts().items() if p not in ("compile_warmup_s", "failed_s") or s}
     return ", ".join(f"{short[p]} {s:.1f} s" for p, s in shown.items())

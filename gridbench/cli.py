@@ -284,6 +284,13 @@ def _add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
         "every attempt is recorded",
     )
     parser.add_argument(
+        "--trial-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop a trial that runs longer (its worker is killed and replaced) and record it FAILED with kind "
+        "timeout; the search goes on (default: the spec's trial_timeout, else no limit)",
+    )
+    parser.add_argument(
         "--keep-ray-logs",
         action="store_true",
         help="keep the search's directory (Ray's session and logs) instead of removing it, and say where",
@@ -581,6 +588,7 @@ def _search_options(args: argparse.Namespace, device: str, backend: str | None):
         max_concurrent=args.max_concurrent,
         retries=args.retries,
         keep_ray_logs=args.keep_ray_logs,
+        trial_timeout_s=args.trial_timeout,
         **_shared_options(args),
     )
 
@@ -830,12 +838,13 @@ def _project_one(run_id: str, tracking_uri: str, prices, sizes, args: argparse.N
 def _compare_view_line(comparison, tracking_uri: str) -> str:
     """The link to MLflow's compare view of the searches, and where it expects the UI."""
     from gridbench.tracking import ui
+    from gridbench.tracking.commands import ui_command
 
     base = ui.ui_base(tracking_uri)
     searches = comparison.searches
     url = ui.compare_runs_url(base, [s.run_id for s in searches], [s.experiment_id for s in searches])
     served = base == tracking_uri.rstrip("/")
-    where = "" if served else f" (with `python -m gridbench ui --tracking-uri {tracking_uri}` running)"
+    where = "" if served else f" (with `{ui_command(tracking_uri)}` running)"
     return f"side by side in MLflow{where}: {url}"
 
 

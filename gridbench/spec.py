@@ -43,6 +43,7 @@ _TOP_LEVEL_KEYS = (
     "seed",
     "repeats",
     "execution",
+    "trial_timeout",
     "params",
     "grid",
 )
@@ -68,6 +69,9 @@ class ExperimentSpec:
     # How the grid runs: "trials" (one Ray trial per configuration) or "fused" (gridbench.gridsearch.fusion).
     # How, not what: left out of to_dict and the hash, so that fused and unfused searches share a spec hash.
     execution: str = "trials"
+    # Seconds a trial may run before it is stopped and recorded FAILED (kind timeout); None: no limit. How, not
+    # what, as execution is: left out of to_dict and the hash. --trial-timeout overrides it.
+    trial_timeout: float | None = None
 
     @property
     def workload(self) -> Workload:
@@ -261,6 +265,7 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str, base_dir: str | 
         repeats=_repeats(data.get("repeats", 1), source),
         source=source,
         execution=_execution(data.get("execution", "trials"), source),
+        trial_timeout=trial_timeout(data.get("trial_timeout"), f"{source}: trial_timeout"),
     )
 
 
@@ -269,6 +274,15 @@ def _user_data(dataset: Any, source: str, base_dir: str | None):
     from gridbench.datasets.user import is_user_dataset, user_data
 
     return user_data(dataset, source, base_dir) if is_user_dataset(dataset) else None
+
+
+def trial_timeout(value: Any, where: str) -> float | None:
+    """Seconds > 0, or None (no timeout)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UserError(f"{where} must be a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 # "trials": one Ray trial per configuration x repeat; "fused": gridbench.gridsearch.fusion.

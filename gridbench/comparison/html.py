@@ -16,7 +16,7 @@ from typing import Sequence
 from gridbench import account, page
 from gridbench.comparison import account_report, report
 from gridbench.comparison.pairing import STEADY_TRIAL, Comparison, Pairing
-from gridbench.tracking import schema, ui
+from gridbench.tracking import commands, schema, ui
 from gridbench.tracking.read import SearchRun
 from gridbench.tracking.records import config_numbers
 
@@ -284,7 +284,7 @@ def runs_section(
         items.append(f"<li>side by side: {page.link(COMPARE_VIEW, view)}</li>")
     if extra:
         items.append(f"<li>{html.escape(extra)}</li>")
-    browse = f"store: {tracking_uri}; browse it with: python -m gridbench ui --tracking-uri {tracking_uri}"
+    browse = f"store: {tracking_uri}; browse it with: {commands.ui_command(tracking_uri)}"
     if base != tracking_uri.rstrip("/") and ui_base is None:
         browse += f" (the links expect it on {base})"
     return page.heading("Runs in MLflow") + f"<ul>{''.join(items)}</ul>" + page.note(browse)

@@ -10,6 +10,7 @@ jobs on the machine are not ours), and ended by PID once Ray has shut down.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -153,6 +154,11 @@ class SearchDirectory:
     def tune_dir(self) -> str:
         return str(self.path / "tune")
 
+    @property
+    def messages_log(self) -> str:
+        """Ray's own messages to the driver (gridbench.gridsearch.ray_session.ray_messages_to)."""
+        return str(self.path / "ray-messages.log")
+
     def remove(self) -> None:
         if not self.keep:
             shutil.rmtree(self.path, ignore_errors=True)
@@ -209,6 +215,17 @@ class OwnProcesses:
                 pass
         return alive
 
+    def matching(self, fragment: str) -> dict[int, float]:
+        """The noted processes still alive whose command line holds `fragment`: pid -> start time."""
+        found = {}
+        for process in self.alive():
+            try:
+                if any(fragment in part for part in process.cmdline()):
+                    found[process.pid] = self.seen[process.pid]
+            except self._psutil.Error:
+                pass
+        return found
+
     def kill_matching(self, fragment: str) -> int:
         """Kills at once (SIGKILL) the noted processes still alive whose command line holds `fragment`."""
         matching = []
@@ -257,7 +274,7 @@ class Watchdog:
             [sys.executable, "-S", str(self.SCRIPT), str(directory.path), "keep" if directory.keep else "remove"],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=None,  # the driver's: where the end of a search whose node died is said (node_death)
             start_new_session=True,
             text=True,
         )
@@ -272,6 +289,14 @@ class Watchdog:
         new = {pid: started for pid, started in processes.items() if pid not in self._sent}
         self._write("".join(f"{pid} {started!r}\n" for pid, started in new.items()))
         self._sent |= set(new)
+
+    def guard_raylet(self, pid: int, started: float) -> None:
+        """The search's raylet: ending as the driver dies, it means Ray's node died (and Ray ended the driver)."""
+        self._write(f"raylet {pid} {started!r}\n")
+
+    def describe_search(self, search: Mapping[str, str]) -> None:
+        """What gridbench.gridsearch.node_death needs to end the search if its node dies (one JSON line)."""
+        self._write(f"search {json.dumps(dict(search))}\n")
 
     def leave(self, timeout_s: float = 5.0) -> None:
         """The driver cleaned up itself: the watchdog exits, touching nothing."""

@@ -39,6 +39,7 @@ class SearchOptions:
     command_line: str = ""
     retries: int = 0  # runs again a trial whose worker died, up to this many times (each attempt recorded)
     keep_ray_logs: bool = False  # keep the search's directory (Ray's session and logs) instead of removing it
+    trial_timeout_s: float | None = None  # stop a trial past this many seconds (FAILED, timeout); None: the spec's
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,12 @@ class SearchPlan:
     @property
     def backend(self) -> str:
         return self.backend_choice.backend
+
+    @property
+    def trial_timeout_s(self) -> float | None:
+        """Seconds a trial may run (--trial-timeout, else the spec's trial_timeout); None: no limit."""
+        given = self.options.trial_timeout_s
+        return given if given is not None else self.spec.trial_timeout
 
     @property
     def inner_values(self) -> tuple:

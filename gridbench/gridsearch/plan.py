@@ -16,7 +16,7 @@ from gridbench.datasets import SHAPES
 from gridbench.errors import UserError
 from gridbench.gridsearch import backends, fusion, lifecycle, placement, user_check
 from gridbench.gridsearch.options import SearchOptions, SearchPlan
-from gridbench.spec import ExperimentSpec
+from gridbench.spec import ExperimentSpec, trial_timeout
 from gridbench.tracking.journal import check_journal_dir
 from gridbench.tracking.store import check_tracking_uri, resolve_tracking_uri
 
@@ -121,6 +121,7 @@ def _check_options(options: SearchOptions) -> None:
         raise UserError(f"--max-concurrent must be > 0, got {options.max_concurrent}")
     if options.address and (options.gpus is not None or options.cpus is not None):
         raise UserError("--gpus and --cpus limit this machine's Ray; on a cluster (--address) every node's count")
+    trial_timeout(options.trial_timeout_s, "--trial-timeout")
     if not 0 <= options.retries <= MAX_RETRIES:
         raise UserError(f"--retries must be 0 to {MAX_RETRIES}, got {options.retries}")
 

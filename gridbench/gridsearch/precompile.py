@@ -57,6 +57,7 @@ class PrecompileReport:
     wall_s: float = 0.0  # from the processes' start to the last one's end
     compile_sum_s: float = 0.0  # the compilations' own seconds, added up
     wait_s: float = 0.0  # what the trials' start waited for them (CPU searches; in the makespan)
+    failures: tuple[str, ...] = ()  # one line per program that failed: which, and why
 
 
 def program_count(plan: SearchPlan, programs: int) -> int:
@@ -83,10 +84,19 @@ def process_count(programs: int, cores: int) -> int:
 class Precompiler:
     """The processes compiling one search's programs; started once, waited for or stopped by the search."""
 
-    def __init__(self, processes: list[subprocess.Popen], results: list[str], started: float):
+    def __init__(
+        self,
+        processes: list[subprocess.Popen],
+        results: list[str],
+        started: float,
+        names: list[str] | None = None,
+        logs: list[str] | None = None,
+    ):
         self._processes = processes
         self._results = results
         self._started = started
+        self._names = names or []  # the programs as a user knows them (program_names), by index
+        self._logs = logs or []
         self._ended = [None] * len(processes)
         self.wait_s = 0.0
         for i, process in enumerate(processes):
@@ -99,13 +109,15 @@ class Precompiler:
         os.makedirs(directory, exist_ok=True)
         env = _environment(plan)
         context = replace(context, cpus=max(1, plan.cpus // count))  # the threads each process compiles with
-        processes, results = [], []
+        processes, results, logs = [], [], []
+        names = program_names(context, programs)
         started = time.perf_counter()
         for i in range(count):
             job, result = os.path.join(directory, f"job-{i}.pickle"), os.path.join(directory, f"programs-{i}.jsonl")
             with open(job, "wb") as out:
                 pickle.dump((context, list(range(i, programs, count))), out)
-            with open(os.path.join(directory, f"log-{i}.txt"), "w") as log:
+            logs.append(os.path.join(directory, f"log-{i}.txt"))
+            with open(logs[-1], "w") as log:
                 processes.append(
                     subprocess.Popen(
                         [sys.executable, "-m", "gridbench.trial.precompile", job, result],
@@ -116,7 +128,7 @@ class Precompiler:
                     )
                 )
             results.append(result)
-        return cls(processes, results, started)
+        return cls(processes, results, started, names, logs)
 
     @property
     def pids(self) -> list[int]:
@@ -148,24 +160,61 @@ class Precompiler:
 
     def report(self) -> PrecompileReport:
         """What the processes have done so far (every program, once they have ended)."""
-        lines = []
-        for path in self._results:
+        lines, failures = [], []
+        for i, path in enumerate(self._results):
             try:
                 with open(path, encoding="utf-8") as results:
-                    lines += [json.loads(line) for line in results if line.strip()]
+                    own = [json.loads(line) for line in results if line.strip()]
             except (OSError, ValueError):
-                continue
+                own = []
+            lines += own
+            failures += self._failures(i, own)
         ended = [t for t in self._ended if t is not None]
         compiled = [line for line in lines if "error" not in line and not line.get("cached")]
         return PrecompileReport(
             processes=len(self._processes),
             programs=len(compiled),
             loaded=sum(1 for line in lines if line.get("cached") and "error" not in line),
-            failed=sum(1 for line in lines if "error" in line),
+            failed=len(failures),
             wall_s=(max(ended) if ended else time.perf_counter()) - self._started,
             compile_sum_s=sum(line["compile_s"] for line in compiled),
             wait_s=self.wait_s,
+            failures=tuple(failures),
         )
+
+    def _failures(self, process: int, lines: list[dict]) -> list[str]:
+        """One line per program of this process that failed: its own error, or the process's end before it."""
+        count = len(self._processes)
+        share = range(process, len(self._names), count)  # as start() handed them out
+        failed = [f"program {self._name(line.get('index'))}: {line['error']}" for line in lines if "error" in line]
+        code = self._processes[process].poll()
+        done = {line.get("index") for line in lines}
+        if code not in (None, 0):  # it died before compiling these
+            why = f"its compiling process exited with code {code}" + _last_line(self._logs, process)
+            failed += [f"program {self._name(index)}: {why}" for index in share if index not in done]
+        return failed
+
+    def _name(self, index) -> str:
+        return self._names[index] if isinstance(index, int) and 0 <= index < len(self._names) else f"#{index}"
+
+
+def program_names(context: TrialContext, programs: int) -> list[str]:
+    """The search's programs in compiling order, as a user knows them: a configuration, or a fused group."""
+    from gridbench.tracking.records import config_key
+
+    if context.fused_groups:
+        return [f"of fused group {i + 1} ({len(group)} configurations)" for i, group in enumerate(context.fused_groups)]
+    return [config_key(context.programs[i]) if i < len(context.programs) else f"#{i}" for i in range(programs)]
+
+
+def _last_line(logs: list[str], process: int) -> str:
+    """'; its log ends: ...' from the process's log, if it said anything."""
+    try:
+        with open(logs[process], encoding="utf-8", errors="replace") as log:
+            said = [line.strip() for line in log.read()[-4000:].splitlines() if line.strip()]
+    except (OSError, IndexError):
+        return ""
+    return f"; its log ends: {said[-1][:200]}" if said else ""
 
 
 def _environment(plan: SearchPlan) -> dict[str, str]:

@@ -8,6 +8,7 @@ import shlex
 from typing import TYPE_CHECKING, Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -23,6 +24,7 @@ from gridbench.tables import Column, fitted
 from gridbench.tracking import schema, ui_command
 from gridbench.tracking.records import TrialRecord, config_numbers
 from gridbench.tracking.schema import TrialStatus
+from gridbench.trial import failure
 
 if TYPE_CHECKING:
     from gridbench.gridsearch import SearchResult
@@ -110,7 +112,7 @@ class SearchProgress:
                 self.killed += 1
             else:
                 self.failed += 1
-            self.progress.console.print(f"[red]{record.status.value}[/] {record.key} #{record.repeat}: {record.error}")
+            self.progress.console.print(unfinished_line(record))
         self.progress.advance(self.task)
         self._update()
 
@@ -213,7 +215,15 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
         )
     for trial in result.trials:
         if not trial.finished:
-            console.print(f"[red]{trial.status.value}[/] {trial.key} #{trial.repeat}: {trial.error}")
+            console.print(unfinished_line(trial))
+    kinds = collections.Counter(  # by trial: a retried attempt's run has its line above, and the trial its last
+        t.tags.get(schema.FAILURE_KIND)
+        for t in result.trials
+        if not t.finished and t.tags.get(schema.RETRIED) != "true"
+    )
+    if any(kinds):
+        named = ", ".join(f"{kinds[kind]} {failure.LABELS[kind]}" for kind in failure.KINDS if kinds[kind])
+        console.print(f"failed trials by cause: {named} (each one's cause and fix above, and in its run's failure.*)")
     for line in summary_lines(s, result.plan.spec.metric):
         console.print(line, highlight=False)
     if s.account:
@@ -247,6 +257,8 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
                 else ""
             )
         )
+    for failed in s.precompile_failures:
+        console.print(f"compiling ahead failed for {escape(failed)} (its trials compiled it)", highlight=False)
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)
     if sources:
         counts = ", ".join(f"{sources[k]} {k}" for k in PROGRAM_SOURCES if sources[k])
@@ -293,6 +305,12 @@ def summary_lines(s, metric: str) -> list[str]:
         f"trial slots' time (training share {s.training_share:.2f})."
     )
     return lines
+
+
+def unfinished_line(record: TrialRecord) -> str:
+    """A FAILED or KILLED trial's line: its cause and fix where one was told (failure.message), else its error."""
+    said = record.tags.get(schema.FAILURE_MESSAGE) or record.error or ""
+    return f"[red]{record.status.value}[/] {escape(record.key)} #{record.repeat}: {escape(said)}"
 
 
 PROGRAM_SOURCES = ("compiled", "loaded from the compile cache", "reused")

@@ -183,9 +183,31 @@ class RaySession:
         finally:
             self.processes.note()
             self.watchdog.guard(self.processes.seen)
+            for pid, started in self.processes.matching(RAYLET_PROGRAM).items():  # a local Ray's one raylet
+                self.watchdog.guard_raylet(pid, started)
             self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
+        ray_messages_to(self.directory.messages_log)
+
+    def describe_search(self, plan: SearchPlan, recorder: Recorder) -> None:
+        """Tells the watchdog how to end this search if Ray's node dies and Ray ends this driver with it.
+
+        Only a search with a journal (the default recorder): what finished is written from it to the store.
+        """
+        journal = getattr(recorder, "journal", None)
+        if self.watchdog is None or journal is None or recorder.parent_run_id is None:
+            return
+        self.watchdog.describe_search(
+            {
+                "journal": str(journal.path),
+                "tracking_uri": plan.tracking_uri,
+                "parent_run_id": recorder.parent_run_id,
+                "trials_total": str(plan.trials_total),
+                "ray_dir": self.directory.ray_dir,
+                "resume": resume_command(recorder.parent_run_id, plan.tracking_uri),
+            }
+        )
 
     def stop(self) -> None:
         if self.precompiler is not None:
@@ -204,6 +226,39 @@ class RaySession:
             self.signals.restore()
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
         self._store = None  # opened and never taken (the command failed after planning): it wrote no run
+
+
+_ray_messages_log: str | None = None  # where Ray's own messages to the driver go (ray_messages_to)
+
+
+def ray_messages_to(path: str) -> None:
+    """Ray's messages to the driver ("(raylet) A worker died or was killed ...") go to this file, not the terminal.
+
+    Ray prints them from a thread of its own (ray._private.worker.listen_error_messages, through its module's
+    print_to_stdstream), whatever log_to_driver says. gridbench names each trial's failure in its own line
+    (gridbench.trial.failure); Ray's, with its lease and worker ids, stay in the search's directory.
+    """
+    global _ray_messages_log
+    _ray_messages_log = path
+    try:
+        from ray._private import worker as ray_worker  # Ray's own module: another version may lack it
+    except ImportError:
+        return
+    shown = getattr(ray_worker, "print_to_stdstream", None)
+    if shown is None or getattr(shown, "gridbench_log", False):
+        return
+
+    def to_log(data, ignore_prefix, **kwargs):
+        if data.get("pid") != "raylet" or _ray_messages_log is None:
+            return shown(data, ignore_prefix, **kwargs)
+        try:
+            with open(_ray_messages_log, "a", encoding="utf-8") as log:
+                log.writelines(f"{time.strftime('%H:%M:%S')} (raylet) {line}\n" for line in data.get("lines", ()))
+        except OSError:  # the search's directory is gone (the search ended): nothing to keep it in
+            pass
+
+    to_log.gridbench_log = True
+    ray_worker.print_to_stdstream = to_log
 
 
 def _import_for_later() -> None:
@@ -228,6 +283,7 @@ def _quiet_ray() -> None:
 
 
 RAY_MONITOR_SCRIPT = "autoscaler/_private/monitor.py"
+RAYLET_PROGRAM = "raylet/raylet"  # its executable's path: core/src/ray/raylet/raylet
 
 
 def _stop_ray(processes: lifecycle.OwnProcesses) -> None:

@@ -116,7 +116,18 @@ def _gpus_used(plan: SearchPlan, resources: Mapping[str, float]) -> int:
     return int(resources.get("GPU", 0)) if plan.options.device == "gpu" else 0
 
 
-def recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, str], observer, resume=None):
+def recording_callback(
+    plan: SearchPlan,
+    recorder: Recorder,
+    tags: Mapping[str, str],
+    observer,
+    resume=None,
+    ray_dir: str | None = None,
+    started_dir: str | None = None,
+):
+    """`ray_dir`: the search's Ray session directory, where a dead worker's log tells why it died; `started_dir`:
+    where trials note when their own work began (TrialContext.started_dir), for the trial timeout's clock."""
+    from gridbench.gridsearch.failures import DeadWorkers
     from gridbench.gridsearch.tune_callback import RecordingCallback
 
     spec = plan.spec
@@ -130,5 +141,14 @@ def recording_callback(plan: SearchPlan, recorder: Recorder, tags: Mapping[str, 
     inner = (spec.workload.inner_axis, plan.inner_values)
     finished = resume.finished if resume is not None else ()
     return RecordingCallback(
-        recorder, trial_params, trial_tags, observer, inner=inner, finished=finished, fused=plan.fused_groups
+        recorder,
+        trial_params,
+        trial_tags,
+        observer,
+        inner=inner,
+        finished=finished,
+        fused=plan.fused_groups,
+        trial_timeout_s=plan.trial_timeout_s,
+        dead_workers=DeadWorkers(ray_dir),
+        started_dir=started_dir,
     )

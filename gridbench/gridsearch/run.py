@@ -106,8 +106,8 @@ def run_search(
 
     try:
         recorder, ray_start_s, concurrency, tags = _start_parent(plan, open_recorder, session, extra_tags, resume)
-        callback = recording_callback(plan, recorder, tags, observer, resume)
-        context = trial_context(plan, session.directory.tune_dir, precompiled=session.precompiler is not None)
+        session.describe_search(plan, recorder)  # if Ray's node dies, Ray ends this process: the watchdog ends it
+        context, callback = _trials_context(plan, session, recorder, tags, observer, resume)
         if observer is not None:
             observer.start(plan.trials_total if resume is None else resume.remaining)
         fit_started, fit_started_at = time.perf_counter(), time.time()
@@ -179,6 +179,13 @@ def _start_parent(
             documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
         )
     return recorder, ray_start_s, concurrency, tags
+
+
+def _trials_context(plan: SearchPlan, session: RaySession, recorder: Recorder, tags, observer, resume):
+    """What every trial shares (TrialContext), and the Tune callback that records each one as it ends."""
+    context = trial_context(plan, session.directory.tune_dir, precompiled=session.precompiler is not None)
+    where = {"ray_dir": session.directory.ray_dir, "started_dir": context.started_dir}
+    return context, recording_callback(plan, recorder, tags, observer, resume, **where)
 
 
 def _status(plan: SearchPlan, summary: SearchSummary) -> tuple[SearchStatus, str | None]:

@@ -76,8 +76,8 @@ def with_account(
 ) -> SearchSummary:
     """The summary with the account of the whole command (gridbench.account), now that the search has ended."""
     summary = dataclasses.replace(summary, compile_warmup_s=compile_warmup_s)
-    members = [(f"{t.tags.get(schema.HOST, '')}:{t.tags.get(schema.PID, '')}", t.started_at, t.ended_at, t.metrics)
-               for t in trials]  # fmt: skip
+    members = [(f"{t.tags.get(schema.HOST, '')}:{t.tags.get(schema.PID, '')}", t.started_at, t.ended_at, t.metrics,
+                t.status is TrialStatus.FAILED) for t in trials]  # fmt: skip
     timings = account.timings_of(members, plan.spec.workload.train_metric)
     parts = account.account(
         timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s, summary.compile_warmup_s
@@ -85,12 +85,13 @@ def with_account(
     return dataclasses.replace(summary, account=parts.account.parts())
 
 
-def _precompile_fields(report: PrecompileReport) -> dict[str, float]:
+def _precompile_fields(report: PrecompileReport) -> dict:
     return {
         "precompile_processes": report.processes,
         "programs_precompiled": report.programs,
         "programs_precompile_loaded": report.loaded,
         "programs_precompile_failed": report.failed,
+        "precompile_failures": report.failures,
         "precompile_s": report.wall_s,
         "precompile_compile_s": report.compile_sum_s,
         "precompile_wait_s": report.wait_s,

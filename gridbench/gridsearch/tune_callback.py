@@ -7,10 +7,11 @@ no finished trial. Imported only once Ray is needed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import replace
-from typing import Collection
+from typing import Callable, Collection
 
 from ray import tune
 
@@ -19,17 +20,37 @@ from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import TrialStatus
 from gridbench.tracking.store import Recorder
-from gridbench.trial import FUSED_GROUP_KEY, REPEAT_KEY
+from gridbench.trial import FUSED_GROUP_KEY, REPEAT_KEY, failure
 from gridbench.trial.outcome import MalformedOutcome, TrialOutcome
+
+# Under a trial timeout, a trial whose worker has not begun its own work (started, framework imported) this long
+# after Tune started it is stopped too: a worker that hangs in its start would hold its slot forever.
+WORKER_START_ALLOWANCE_S = 120.0
 
 
 class RecordingCallback(tune.Callback):
     """Turns Tune's trial events into TrialRecords, written to MLflow as each trial ends."""
 
     def __init__(
-        self, recorder: Recorder, params, tags, observer, inner=(None, ()), finished: Collection = (), fused=()
+        self,
+        recorder: Recorder,
+        params,
+        tags,
+        observer,
+        inner=(None, ()),
+        finished: Collection = (),
+        fused=(),
+        trial_timeout_s: float | None = None,
+        dead_workers: Callable[[str], failure.Failure] | None = None,
+        started_dir: str | None = None,
     ):
         self.recorder = recorder
+        # --trial-timeout: a trial running longer is stopped (its worker killed) and recorded FAILED, kind timeout.
+        self.trial_timeout_s = trial_timeout_s
+        self.timed_out: dict[str, float] = {}  # trial id -> seconds it had run when it was stopped
+        self.started_dir = started_dir  # where each trial notes when its own work began (trial.run.note_started)
+        # Why a worker died, from its log (gridbench.gridsearch.failures.DeadWorkers); Ray's error alone otherwise.
+        self.dead_workers = dead_workers
         # (config key, repeat) of trials a resumed search finished before: a group retrained around them skips them.
         self.finished_before = set(finished)
         # Fused execution: each Tune trial trains one group of (grid point, repeat) and reports one outcome each.
@@ -47,6 +68,9 @@ class RecordingCallback(tune.Callback):
         self.stopping = False  # SearchOutOfSpace raised: the search is ending
 
     def on_trial_start(self, iteration, trials, trial, **info):
+        if self.started_dir:  # an earlier attempt's note
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(self.started_dir, trial.trial_id))
         self.running[trial.trial_id] = (trial, time.time())
         self._attempts[trial.trial_id] = self._attempts.get(trial.trial_id, 0) + 1
         if self.observer is not None:
@@ -65,6 +89,8 @@ class RecordingCallback(tune.Callback):
                 outcome = TrialOutcome.from_dict(reported)
             except MalformedOutcome as err:
                 outcome = _lost_outcome(trial, f"the trial reported a malformed outcome ({err})")
+        if reported is None or outcome.error and schema.FAILURE_KIND not in outcome.tags:
+            _tag_failure(outcome, failure.Failure(failure.EXCEPTION, outcome.error or "the trial failed"))
         self._record(trial, outcome)
         self.stop_if_out_of_space()
 
@@ -81,8 +107,32 @@ class RecordingCallback(tune.Callback):
         self.stop_if_out_of_space()
 
     def on_step_end(self, iteration, trials, **info):
+        self.stop_timed_out()
         # The store's writer thread may find the disk full between trials' ends.
         self.stop_if_out_of_space()
+
+    def stop_timed_out(self) -> None:
+        """Kills the worker of each trial running past the timeout (Tune's loop steps every 0.1 s or sooner).
+
+        ray.kill ends the worker process whatever it is doing (a sleep, a loop in native code), so that no hung
+        process keeps its GPU; Tune then reports the trial's error and starts a new worker for the next trial.
+        """
+        if not self.trial_timeout_s:
+            return
+        now = time.time()
+        for trial_id, (trial, started) in list(self.running.items()):
+            began = self._own_start(trial_id)
+            # Before its own work began (its worker starting, its framework importing), a trial has an allowance.
+            deadline = (began if began is not None else started + WORKER_START_ALLOWANCE_S) + self.trial_timeout_s
+            if trial_id in self.timed_out or now < deadline:
+                continue
+            self.timed_out[trial_id] = now - (began if began is not None else started)
+            trial.max_failures = 0  # a timeout is never retried (Trial.should_recover)
+            actor = getattr(getattr(trial, "temporary_state", None), "ray_actor", None)
+            if actor is not None:
+                import ray
+
+                ray.kill(actor, no_restart=True)
 
     def stop_if_out_of_space(self) -> None:
         """Raises SearchOutOfSpace (once) when the recorder could not write for lack of space.
@@ -106,11 +156,31 @@ class RecordingCallback(tune.Callback):
             outcome.tags[schema.ENDED_BY] = ended_by
             self._record(trial, outcome)
 
+    def _own_start(self, trial_id: str) -> float | None:
+        """When the trial's own work began, as its worker noted it (None: not yet, or on another node)."""
+        if not self.started_dir:
+            return None
+        try:
+            with open(os.path.join(self.started_dir, trial_id)) as note:
+                return float(note.read())
+        except (OSError, ValueError):
+            return None
+
     def _died_outcome(self, trial) -> TrialOutcome:
         self._outcomes.pop(trial.trial_id, None)
         error = _trial_error(trial)
         started = self.running.get(trial.trial_id, (None, None))[1]
-        return _lost_outcome(trial, death_reason(error), str(error), started=started)
+        outcome = _lost_outcome(trial, death_reason(error), str(error), started=started)
+        ran_s = self.timed_out.pop(trial.trial_id, None)
+        if ran_s is not None:
+            cause = failure.of_timeout(self.trial_timeout_s, ran_s)
+            outcome.error = cause.message  # Ray's error says only that the worker was killed (by the timeout)
+        elif self.dead_workers is not None:
+            cause = self.dead_workers(str(error))
+        else:
+            cause = failure.of_dead_worker(str(error))
+        _tag_failure(outcome, cause)
+        return outcome
 
     def __getstate__(self):
         # Tune pickles its callbacks into the experiment state for resuming;
@@ -126,6 +196,10 @@ class RecordingCallback(tune.Callback):
             "_attempts": {},
             "finished_before": set(),
             "stopping": False,
+            "trial_timeout_s": None,
+            "timed_out": {},
+            "dead_workers": None,
+            "started_dir": None,
         }
 
     def _record(self, trial, outcome: TrialOutcome):
@@ -158,6 +232,10 @@ class RecordingCallback(tune.Callback):
         self.recorder.record_trial(record, self.params, self.tags)
         if self.observer is not None:
             self.observer.trial_ended(record)
+
+
+def _tag_failure(outcome: TrialOutcome, cause: failure.Failure) -> None:
+    outcome.tags.update({schema.FAILURE_KIND: cause.kind, schema.FAILURE_MESSAGE: cause.message})
 
 
 def _lost_outcome(trial, error: str, traceback: str | None = None, started: float | None = None) -> TrialOutcome:

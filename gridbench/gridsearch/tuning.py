@@ -6,6 +6,7 @@ SearchPlan -> TrialContext (what every trial shares) -> tune.Tuner -> one _train
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from typing import Any, Callable, Mapping
 
@@ -15,6 +16,7 @@ from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.trial import FUSED_GROUP_KEY, REPEAT_KEY, TrialContext
 from gridbench.trial.outcome import TrialOutcome
+from gridbench.trial.run import TRIAL_ID_ENV
 from gridbench.workloads import RUNTIME_HYPERPARAMETERS, program_key
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], TrialOutcome]
@@ -25,6 +27,7 @@ def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None
     import ray
     from ray import tune
 
+    os.environ[TRIAL_ID_ENV] = tune.get_context().get_trial_id()  # for the trial timeout's clock (run.note_started)
     outcome = runner(config, context)
     outcome.tags[schema.RAY_NODE_ID] = ray.get_runtime_context().get_node_id()
     tune.report({"gridbench": outcome.to_dict()})
@@ -49,6 +52,7 @@ def trial_context(plan: SearchPlan, storage: str, precompiled: bool = False) -> 
         programs=program_representatives(spec),
         fused_groups=plan.fused_groups,
         precompiled=precompiled,
+        started_dir=os.path.join(storage, "started") if plan.trial_timeout_s else None,
     )
 
 

@@ -6,6 +6,8 @@ session of its own (gridbench.gridsearch.lifecycle.Watchdog), so that a signal t
 driver's process group does not reach it, and writes to its stdin, one line each:
 
     PID START_TIME    a process to end if the driver dies (START_TIME as psutil's create_time)
+    raylet PID START_TIME   the search's raylet (a local Ray's): its log tells whether Ray's node died
+    search JSON       the search, once its parent run exists (gridbench.gridsearch.node_death's argument)
     leave             the driver ended cleanly: exit, touching nothing
 
 End of input without `leave` means the driver is gone (the kernel closes its end of
@@ -14,12 +16,19 @@ with the same start time (a reused pid is not ours), with every descendant of th
 (workers that a raylet started after the list was sent): SIGTERM, then SIGKILL after
 a grace period. Never by name. Then it removes the search's directory unless told to keep it.
 
+A driver that Ray itself ended because the search's node died (its raylet's shutdown was triggered, as when its
+agent is killed: the raylet fate-shares with it, and the driver's core worker exits at once when its object
+store goes) gets
+the end a stop would have had: `python -m gridbench.gridsearch.node_death JSON` writes the journal's trials to
+the store, marks the parent KILLED and prints the one line, on the driver's stderr, before the directory goes.
+
     python -S watchdog.py DIRECTORY keep|remove
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import shutil
 import signal
@@ -27,6 +36,7 @@ import sys
 import time
 
 GRACE_S = 3.0
+NODE_DEATH_WAIT_S = 1.0  # how long a raylet may take to show that it is ending after the driver died
 
 
 @functools.cache
@@ -90,16 +100,66 @@ def end(processes: dict[int, float], grace_s: float = GRACE_S) -> None:
 def main(argv: list[str]) -> int:
     directory, keep = argv[1], argv[2] == "keep"
     noted: dict[int, float] = {}
+    raylet, search = None, None
     for line in sys.stdin:  # until the driver says `leave`, or dies (end of input)
         words = line.split()
         if words == ["leave"]:
             return 0
-        if len(words) == 2:
+        if words[:1] == ["search"]:
+            search = line[len("search") :].strip()
+        elif len(words) == 3 and words[0] == "raylet":
+            raylet = (int(words[1]), float(words[2]))
+        elif len(words) == 2:
             noted[int(words[0])] = float(words[1])
+    node_died = _node_died(raylet, directory)  # before the end below ends the raylet too
     end(noted)
+    if node_died and search:
+        _end_search(search)
     if not keep:
         shutil.rmtree(directory, ignore_errors=True)
     return 0
+
+
+def _node_died(raylet: tuple[int, float] | None, directory: str, wait_s: float = NODE_DEATH_WAIT_S) -> bool:
+    """Whether the search's raylet was ending when the driver died: Ray's node died and Ray ended the driver.
+
+    The driver's core worker exits the moment the raylet's shutdown closes its object store; the raylet's log
+    says the shutdown was triggered, and why. Whether the raylet is still alive cannot tell: the processes a
+    local Ray starts die with the driver (Ray's fate-sharing, SIGKILL from the kernel), and a driver killed
+    outright takes its raylet along without a word in its log. A raylet killed outright (SIGKILL) writes
+    nothing either: that search reads as a driver killed outright (the next command marks it KILLED).
+    """
+    if raylet is None:
+        return False
+    deadline = time.monotonic() + wait_s
+    while True:
+        if _raylet_shutting_down(directory):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _raylet_shutting_down(directory: str) -> bool:
+    for logs in glob.glob(os.path.join(directory, "ray", "session_*", "logs", "raylet.out")):
+        try:
+            with open(logs, "rb") as log:
+                log.seek(max(0, os.path.getsize(logs) - 65536))
+                if b"shutdown triggered" in log.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _end_search(search: str) -> None:
+    """The search's end after its node died (gridbench.gridsearch.node_death), within a bound."""
+    import subprocess
+
+    try:
+        subprocess.run([sys.executable, "-m", "gridbench.gridsearch.node_death", search], timeout=120, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 if __name__ == "__main__":

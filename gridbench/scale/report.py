@@ -15,7 +15,7 @@ from rich.table import Table
 from gridbench import account
 from gridbench.page import REPORT_PAGE
 from gridbench.scale.run import ScaleResult, projected_counts
-from gridbench.tracking import record_summary, schema
+from gridbench.tracking import commands, record_summary, schema
 
 # (header, ScaleRow field, format)
 COLUMNS = (
@@ -215,7 +215,7 @@ def page(result: ScaleResult, tracking_uri: str) -> str:
         html_page.table(_headers(result), _cells(result)),
         html_page.heading("Notes") + html_page.bullets(notes(result)),
         html_page.heading("Runs in MLflow") + html_page.bullets(runs),
-        html_page.note(f"store: {tracking_uri}; browse it with: python -m gridbench ui --tracking-uri {tracking_uri}"),
+        html_page.note(f"store: {tracking_uri}; browse it with: {commands.ui_command(tracking_uri)}"),
     ]
     return html_page.document(f"gridbench: scale {result.spec.name}", parts)
 

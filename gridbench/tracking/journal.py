@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 from gridbench import space
 from gridbench.errors import UserError
 from gridbench.tracking.records import SearchSummary, TrialRecord
+from gridbench.tracking.schema import SearchStatus
 
 FORMAT_VERSION = 1
 JOURNAL_DIR_ENV = "GRIDBENCH_JOURNAL_DIR"
@@ -141,6 +142,14 @@ class JournaledTrial:
     tags: dict[str, str]
 
 
+@dataclass(frozen=True)
+class BadLine:
+    """A journal line that could not be read: skipped, and named by its number (from 1)."""
+
+    number: int
+    why: str
+
+
 @dataclass
 class JournalContents:
     """A journal read back: enough to write its search to any store."""
@@ -153,47 +162,117 @@ class JournalContents:
     parent_run_id: str | None = None
     trials: list[JournaledTrial] = field(default_factory=list)
     finish: dict[str, Any] | None = None  # summary, store_metrics, status, error
-    torn_lines: int = 0  # a last line cut short by a crash mid-write
+    # Lines that could not be read (cut short by a crash mid-write, damaged): each skipped.
+    bad_lines: list[BadLine] = field(default_factory=list)
     resumed: str | None = None  # the parent run this session continued (search --resume)
+
+    @property
+    def torn_lines(self) -> int:
+        return len(self.bad_lines)
+
+    def bad_lines_note(self, most: int = 5) -> str:
+        """'2 unreadable line(s) skipped (line 3: not JSON; line 7: a trial line without its record)'; '' if none."""
+        if not self.bad_lines:
+            return ""
+        named = "; ".join(f"line {bad.number}: {bad.why}" for bad in self.bad_lines[:most])
+        more = f"; {len(self.bad_lines) - most} more" if len(self.bad_lines) > most else ""
+        return f"{len(self.bad_lines)} unreadable line(s) skipped ({named}{more})"
 
 
 def read_journal(path: str | Path) -> JournalContents:
-    """Reads a journal; a UserError if the file is missing or is not a gridbench journal."""
+    """Reads a journal; a UserError if the file is missing or is not a gridbench journal.
+
+    Any other line that cannot be read (cut short, not UTF-8, not JSON, an event without what it
+    needs) is skipped and named in `bad_lines`: a damaged line never stops a sync, a report or the UI.
+    """
     path = Path(path).expanduser().resolve()
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
     except OSError as err:
         raise UserError(
             f"journal {path}: cannot read it ({err.strerror}); give a file from gridbench-journal/"
         ) from None
-    events, torn = [], 0
-    for line in lines:
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            torn += 1
-    if not events or events[0].get("event") != "start":
-        raise UserError(f"{path} is not a gridbench journal (it must begin with a search's start); check the path")
-    if events[0].get("v", 0) > FORMAT_VERSION:
-        raise UserError(
-            f"journal {path} has format {events[0]['v']}, newer than this gridbench reads; upgrade gridbench"
-        )
-    first = events[0]
-    contents = JournalContents(
-        path=path,
-        id=first["journal_id"],
-        tracking_uri=first["tracking_uri"],
-        experiment_name=first["experiment_name"],
-        start={k: first[k] for k in ("run_name", "params", "tags", "documents")},
-        torn_lines=torn,
-        resumed=first.get("resumed"),
-    )
-    for event in events[1:]:
-        kind = event.get("event")
-        if kind == "parent":
-            contents.parent_run_id = event["run_id"]
-        elif kind == "trial":
-            contents.trials.append(JournaledTrial(trial_from_dict(event["record"]), event["params"], event["tags"]))
-        elif kind == "finish":
-            contents.finish = {k: event.get(k) for k in ("summary", "store_metrics", "status", "error")}
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last line
+    events, bad = [], []
+    for number, line in enumerate(lines, start=1):
+        event, why = _event(line)
+        if why is None:
+            events.append((number, event))
+        else:
+            bad.append(BadLine(number, why))
+    contents = _contents(path, events[0][1] if events and events[0][0] == 1 else None)
+    contents.bad_lines = bad
+    for number, event in events[1:]:
+        why = _add_event(contents, event)
+        if why is not None:
+            contents.bad_lines.append(BadLine(number, why))
+    contents.bad_lines.sort(key=lambda bad_line: bad_line.number)
     return contents
+
+
+def _event(line: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """A line's event, or why it is none."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "bytes that are not UTF-8"
+    try:
+        event = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None, "not JSON (cut short or damaged)"
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+        return None, "not a journal event"
+    return event, None
+
+
+def _contents(path: Path, first: dict[str, Any] | None) -> JournalContents:
+    """The journal's start, from its first line (a UserError where it is not one)."""
+    not_journal = f"{path} is not a gridbench journal (it must begin with a search's start); check the path"
+    if first is None or first.get("event") != "start":
+        raise UserError(not_journal)
+    version = first.get("v", 0)
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise UserError(f"journal {path} has format {version}, newer than this gridbench reads; upgrade gridbench")
+    try:
+        return JournalContents(
+            path=path,
+            id=str(first["journal_id"]),
+            tracking_uri=str(first["tracking_uri"]),
+            experiment_name=str(first["experiment_name"]),
+            start={k: first[k] for k in ("run_name", "params", "tags", "documents")},
+            resumed=first.get("resumed"),
+        )
+    except KeyError:
+        raise UserError(not_journal) from None
+
+
+def _add_event(contents: JournalContents, event: dict[str, Any]) -> str | None:
+    """Adds one event to the contents; returns why it cannot be read, or None."""
+    kind = event["event"]
+    if kind == "parent":
+        if not isinstance(event.get("run_id"), str) or not event["run_id"]:
+            return "a parent line without its run id"
+        contents.parent_run_id = event["run_id"]
+    elif kind == "trial":
+        record, params, tags = event.get("record"), event.get("params", {}), event.get("tags", {})
+        if not isinstance(record, dict) or not record:
+            return "a trial line without its record"
+        if not isinstance(params, dict) or not isinstance(tags, dict):
+            return "a trial line without its params or tags"
+        try:
+            contents.trials.append(JournaledTrial(trial_from_dict(record), params, tags))
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
+            return f"a trial line whose record cannot be read ({type(err).__name__})"
+    elif kind == "finish":
+        finish = {k: event.get(k) for k in ("summary", "store_metrics", "status", "error")}
+        try:
+            SearchStatus(finish["status"])
+            summary_from_dict(finish["summary"])
+        except (TypeError, ValueError, KeyError):
+            return "a finish line that cannot be read"
+        if not isinstance(finish["store_metrics"] or {}, dict):
+            return "a finish line that cannot be read"
+        contents.finish = finish
+    return None

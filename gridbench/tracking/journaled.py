@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from gridbench import space
 from gridbench.errors import UserError
 from gridbench.space import OutOfSpace
-from gridbench.tracking import schema
+from gridbench.tracking import commands, schema
 from gridbench.tracking.journal import Journal, journal_dir, summary_to_dict, trial_to_dict
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
@@ -194,7 +194,7 @@ class JournaledRecorder:
         )
 
     def sync_command(self) -> str:
-        return f"gridbench sync {self.journal.path} --tracking-uri {self.store.tracking_uri}"
+        return commands.sync_command(str(self.journal.path), self.store.tracking_uri)
 
     def store_metrics(self) -> dict[str, float]:
         return {

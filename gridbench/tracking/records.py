@@ -138,6 +138,7 @@ class SearchSummary:
     programs_precompiled: int = 0
     programs_precompile_loaded: int = 0  # found in the compile cache already (--compile-cache persistent)
     programs_precompile_failed: int = 0  # left to the trials that need them
+    precompile_failures: tuple[str, ...] = ()  # one line per program that failed: which, and why (not a metric)
     precompile_s: float = 0.0  # the processes' wall time, from their start to the last one's end
     precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
     precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches), within the makespan

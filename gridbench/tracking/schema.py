@@ -218,7 +218,8 @@ ACCOUNT_PREFIX = _metric(
     "account.<part>: startup_s (command start to the first trial), compile_s (compiling not hidden), "
     "worker_start_s (each worker's first trial beyond later ones: imports, device), trial_overhead_s (setup, "
     "evaluation, recording, gaps between trials), warmup_s (first epochs beyond a steady epoch), training_s "
-    "(epochs at their steady time), end_s (last trial to the search's end); trials' parts / concurrency",
+    "(epochs at their steady time), failed_s (FAILED trials' whole time; absent before issue 42), end_s (last trial to "
+    "the search's end); trials' parts / concurrency",
     since=6,
 )
 WHOLE_COMMAND_S = _metric(
@@ -351,6 +352,11 @@ RETRIED = _tag("retried", On.TRIAL, "true: this attempt's worker died and the tr
 ENDED_BY = _tag("ended_by", On.TRIAL, "what ended a KILLED trial: SIGINT, SIGTERM")
 # A diverged trial ran to its end (FINISHED) but its numbers mean nothing: it is kept out of best and time to accuracy.
 DIVERGED = _tag("diverged", On.TRIAL, "true: the training loss became NaN or inf (diverged_epoch says when)")
+# Why a FAILED trial failed (gridbench.trial.failure): its kind, and one line with what happened and the fix.
+FAILURE_KIND = _tag(
+    "failure.kind", On.TRIAL, "a FAILED trial's cause: gpu_memory, host_memory, worker_crashed, exception or timeout"
+)
+FAILURE_MESSAGE = _tag("failure.message", On.TRIAL, "a FAILED trial's cause in one line, with what a user can do")
 
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")

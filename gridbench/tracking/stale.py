@@ -14,14 +14,13 @@ again); the command names `gridbench sync` instead, and `search --resume` syncs 
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from gridbench.errors import UserError
-from gridbench.tracking import schema
+from gridbench.tracking import commands, schema
 from gridbench.tracking.journal import read_journal
 from gridbench.tracking.schema import SearchStatus
 from gridbench.tracking.sync import unsynced
@@ -59,10 +58,8 @@ def resume_command(run_id: str, tracking_uri: str | None = None) -> str:
     store is named unless it is the one a command here opens by default."""
     from gridbench.tracking.store import resolve_tracking_uri
 
-    where = ""
-    if tracking_uri and resolve_tracking_uri(tracking_uri) != resolve_tracking_uri(None):
-        where = f" --tracking-uri {shlex.quote(tracking_uri)}"
-    return f"gridbench search --resume {run_id}{where}"
+    named = tracking_uri and resolve_tracking_uri(tracking_uri) != resolve_tracking_uri(None)
+    return commands.resume_command(run_id, tracking_uri if named else None)
 
 
 def stale_error(run, tracking_uri: str | None = None) -> str:
@@ -79,7 +76,7 @@ def pending_journal(client, run) -> Path | None:
     if not path or not Path(path).is_file():
         return None
     try:
-        contents = read_journal(path)
+        contents = read_journal(path)  # its damaged lines skipped: a journal never stops a report or the UI
     except UserError:
         return None
     if run.info.run_id not in (contents.parent_run_id, contents.resumed):
@@ -91,11 +88,10 @@ def pending_journal(client, run) -> Path | None:
 
 
 def sync_hint(run, journal: Path, tracking_uri: str | None) -> str:
-    where = f" --tracking-uri {tracking_uri}" if tracking_uri else ""
     return (
         f"search {run.info.run_id} is RUNNING in the store, but its driver has exited with records the store lacks "
-        f"in its journal; write them with: gridbench sync {journal}{where} (then, if trials are left, continue it with "
-        f"`{resume_command(run.info.run_id, tracking_uri)}`)"
+        f"in its journal; write them with: {commands.sync_command(str(journal), tracking_uri)} (then, if trials are "
+        f"left, continue it with `{resume_command(run.info.run_id, tracking_uri)}`)"
     )
 
 

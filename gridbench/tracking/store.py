@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 from gridbench import space
 from gridbench.errors import UserError
-from gridbench.tracking import schema
+from gridbench.tracking import commands, schema
 from gridbench.tracking.records import SearchSummary, TrialRecord, param_text
 from gridbench.tracking.schema import SearchStatus
 
@@ -114,6 +114,15 @@ def _check_writable_directory(uri: str, directory: Path) -> None:
         ) from None
 
 
+def _tables(path: Path, mode: str) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(f"{path.as_uri()}?mode={mode}", uri=True, timeout=5) as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    connection.close()
+    return tables
+
+
 def _check_sqlite_store(uri: str, path: Path, write: bool = True) -> None:
     """An existing file must be writable (unless not `write`) and an SQLite database that is empty or MLflow's
     (read, never changed)."""
@@ -129,9 +138,14 @@ def _check_sqlite_store(uri: str, path: Path, write: bool = True) -> None:
     if header and header != _SQLITE_HEADER:  # an empty file is an empty database to SQLite
         raise UserError(f"tracking URI {uri}: {path} is not an SQLite database; choose another --tracking-uri")
     try:
-        with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5) as connection:
-            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        connection.close()
+        try:
+            tables = _tables(path, "ro")
+        except sqlite3.OperationalError as err:
+            # A process killed mid-write (a driver that Ray ended) leaves a hot journal, which only a connection
+            # that may write rolls back; where writing is allowed, that one reads the tables.
+            if not write or "readonly" not in str(err):
+                raise
+            tables = _tables(path, "rw")
     except sqlite3.DatabaseError as err:
         raise UserError(
             f"tracking URI {uri}: {path} is not a readable SQLite database ({err}); choose another --tracking-uri"
@@ -210,7 +224,7 @@ def ui_command(uri: str, timeout_s: float = 2.0) -> str:
         except requests.RequestException:  # gone for good mid-search: the journal holds what it lacks
             return f"the tracking server {uri} does not answer now; open it once it is back"
         return f"open {uri}"
-    return f"python -m gridbench ui --tracking-uri {uri}"  # MLflow's UI without its job runner
+    return commands.ui_command(uri)  # MLflow's UI without its job runner
 
 
 def quiet_mlflow() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gridbench.errors import UserError
-from gridbench.tracking import schema
+from gridbench.tracking import commands, schema
 from gridbench.tracking.journal import JournalContents, read_journal, summary_from_dict
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
@@ -180,6 +180,10 @@ class SyncReport:
     finish_written: bool | None  # None: the journal has no end (the driver was killed)
     torn_lines: int
     superseded: int = 0  # trials whose configuration and repeat a later session had FINISHED: not written
+    bad_lines_note: str = ""  # the lines skipped, by number and why (JournalContents.bad_lines_note)
+    # The journal ended FINISHED, but with lines skipped the store holds fewer trials than the search ran:
+    # the parent is KILLED instead, and this continues it (the lost trials run again).
+    resume: str | None = None
 
     def line(self) -> str:
         finish = {
@@ -187,8 +191,10 @@ class SyncReport:
             False: "the search's totals already there",
             None: "the journal has no end (the search was killed); its parent run is left as it is",
         }[self.finish_written]
+        if self.resume:
+            finish = f"the search is marked KILLED: a trial it ran could not be read; run it again with `{self.resume}`"
         created = " (created)" if self.parent_created else ""
-        torn = f"; {self.torn_lines} torn line(s) skipped" if self.torn_lines else ""
+        torn = f"; {self.bad_lines_note or f'{self.torn_lines} torn line(s) skipped'}" if self.torn_lines else ""
         removed = f", {self.duplicates_removed} duplicate(s) removed" if self.duplicates_removed else ""
         if self.superseded:
             removed += f", {self.superseded} left out (their configuration and repeat already FINISHED there)"
@@ -239,16 +245,22 @@ def _sync(contents: JournalContents, uri: str) -> SyncReport:
             finished.add((record.key, record.repeat))
         written += 1
     removed = remove_duplicates(store)
-    finish_written = None
+    finish_written, resume = None, None
     if contents.finish is not None:
         finish = contents.finish
-        finish_written = ensure_finish(
-            store,
+        summary, status, error = (
             summary_from_dict(finish["summary"]),
-            finish.get("store_metrics") or {},
             SearchStatus(finish["status"]),
             finish.get("error"),
-            check_first=True,
+        )
+        resume = _resume_if_trials_lost(store, contents, summary, status)
+        if resume is not None:
+            status, error = (
+                SearchStatus.KILLED,
+                f"a trial's journal line could not be read; continue it with `{resume}`",
+            )
+        finish_written = ensure_finish(
+            store, summary, finish.get("store_metrics") or {}, status, error, check_first=True
         )
     return SyncReport(
         contents.path,
@@ -261,4 +273,19 @@ def _sync(contents: JournalContents, uri: str) -> SyncReport:
         finish_written,
         contents.torn_lines,
         superseded,
+        contents.bad_lines_note(),
+        resume,
     )
+
+
+def _resume_if_trials_lost(
+    store: MlflowRecorder, contents: JournalContents, summary: SearchSummary | None, status: SearchStatus
+) -> str | None:
+    """The `--resume` command where a search that ended FINISHED lacks trials in the store after the journal's
+    damaged lines were skipped (a lost trial's configuration must run again); else None."""
+    if status is not SearchStatus.FINISHED or not contents.bad_lines or summary is None:
+        return None
+    recorded = {_key_of_run(r) for r in children(store) if r.info.status != _RUNNING}
+    if len(recorded) >= summary.trials_total:
+        return None
+    return commands.resume_command(store.parent_run_id, store.tracking_uri)

@@ -46,6 +46,9 @@ class TrialContext:
 
     # Fused execution: each group's members as (grid point, repeat); a trial trains one group (trial.fused).
     fused_groups: tuple = ()
+    # Under a trial timeout: where each trial notes when its own work began, its framework imported (a file named
+    # by its Ray trial id, $GRIDBENCH_TRIAL_ID); the driver's clock starts there (gridsearch.tune_callback).
+    started_dir: str | None = None
 
     @property
     def memory_fraction(self) -> float:

@@ -39,6 +39,21 @@ def describe(index: int) -> dict[str, str]:
         pynvml.nvmlShutdown()
 
 
+def memory_held(index: int) -> str | None:
+    """What the GPU holds now, as 'GPU 0: 71.2 of 79.1 GiB in use' (for an out-of-memory failure); None if unknown."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            memory = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
+            return f"GPU {index}: {memory.used / GIB:.1f} of {memory.total / GIB:.1f} GiB in use"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML here: the failure is told without it
+        return None
+
+
 class GpuSampler:
     """Samples one GPU every `interval` seconds in a thread, between start() and stop()."""
 

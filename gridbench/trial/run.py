@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from gridbench import compile_cache
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
-from gridbench.trial import gpu_monitor, steps
+from gridbench.trial import failure, gpu_monitor, steps
 from gridbench.trial.context import FUSED_GROUP_KEY, REPEAT_KEY, TrialContext, WorkloadEntry, configure_process
 from gridbench.trial.fused import train_fused
 from gridbench.trial.outcome import TrialOutcome
@@ -47,6 +47,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         repeat,
         tags={schema.HOST: socket.gethostname(), schema.PID: str(os.getpid()), schema.DEVICE_REQUESTED: context.device},
     )
+    gpus: list[int] = []
     try:
         configure_process(context)
         gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
@@ -56,6 +57,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         entry: WorkloadEntry = context.resolve_workload().load_train()
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
+        note_started(context)
         train = _train_group if context.inner_axis else _train_one
         if context.fused_groups:
             train = functools.partial(train_fused, members=context.fused_groups[int(config[FUSED_GROUP_KEY])])
@@ -64,9 +66,28 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         outcome.status = TrialStatus.FAILED
         outcome.error = f"{type(err).__name__}: {err}".splitlines()[0][:500]
         outcome.traceback = traceback.format_exc()
+        held = gpu_monitor.memory_held(gpus[0]) if gpus else None
+        cause = failure.of_exception(err, held)
+        outcome.tags.update({schema.FAILURE_KIND: cause.kind, schema.FAILURE_MESSAGE: cause.message})
     outcome.ended_at = time.time()
     outcome.metrics[schema.TRIAL_WALL_S] = time.perf_counter() - start
     return outcome
+
+
+TRIAL_ID_ENV = "GRIDBENCH_TRIAL_ID"  # the Ray trial this worker runs now (set by the trainable)
+
+
+def note_started(context: TrialContext) -> None:
+    """Tells the driver's trial timeout that the trial's own work begins: its worker started, its framework imported."""
+    trial_id = os.environ.get(TRIAL_ID_ENV)
+    if not context.started_dir or not trial_id:
+        return
+    try:
+        os.makedirs(context.started_dir, exist_ok=True)
+        with open(os.path.join(context.started_dir, trial_id), "w") as marker:
+            marker.write(repr(time.time()))
+    except OSError:  # the driver's clock then starts at the worker's start instead
+        pass
 
 
 def program_phases(phases: dict[str, float]) -> dict[str, float]:
