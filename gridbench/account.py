@@ -132,6 +132,7 @@ PART_COLOURS = {
     "warmup_s": "#ff7f0e",
     "training_s": "#2ca02c",
     "end_s": "#17becf",
+    "failed_s": "#e377c2",
     "eval_s": "#1f77b4",  # a trial's evaluation: its own colour in the trial's phases (the account counts it overhead)
 }
 
