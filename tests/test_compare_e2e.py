@@ -170,7 +170,8 @@ def test_the_html_report_shows_the_headline_and_every_chart_offline_in_a_real_br
                          capture_output=True, text=True, timeout=180).stdout  # fmt: skip
     text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style|svg).*?</\1>", "", dom, flags=re.S)))
     speedup = document["pairings"][0]["makespan_speedup"]
-    assert "whole search (makespan)" in text and f"{speedup:.3g}x" in text
+    assert "whole search as run (makespans)" in text and f"{speedup:.3g}x" in text
+    assert text.index("verdict: ") < text.index("whole search as run (makespans)")  # the verdict heads the page
     for chart in ("phases", "relative_time_cost", "speedup_per_config", "speedup_heatmap"):
         assert re.search(rf'id="chart-{chart}"><svg', dom), chart
     assert all(run_id in text for run_id in ids) and "Where the baseline won" in text and "Environment" in text

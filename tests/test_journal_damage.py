@@ -196,10 +196,11 @@ def test_every_printed_command_pasted_as_printed_runs_on_a_store_path_with_space
 
     reported = paste(f"gridbench report {run_id} --tracking-uri {shlex.quote(store)}", tmp_path)
     assert reported.returncode == 0, reported.stderr
-    synced = paste(between(reported.stderr, "write them with: ", " (then `--resume`"), tmp_path)
+    synced = paste(between(reported.stderr, "write them with: ", " (then, if trials are left"), tmp_path)
     assert synced.returncode == 0 and "2 trial(s) written" in synced.stdout, synced.stdout + synced.stderr
     resume = between(synced.stdout, "run it again with `", "`")
-    assert shlex.split(resume) == [*shlex.split(command), "--resume", run_id]  # the store's path is one word
+    # The run id alone (its parent run holds the spec and options), and the store, its path one word.
+    assert shlex.split(resume) == ["gridbench", "search", "--resume", run_id, "--tracking-uri", store]
     assert locate(plan, run_id).tune_points(plan) == [{"hidden_units": 32, "repeat": 0}]
 
     port = ui.free_port()

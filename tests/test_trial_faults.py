@@ -291,7 +291,7 @@ def test_a_node_that_dies_ends_the_search_as_a_stop_does(tmp_path):
     (parent,), children = runs(store)
     assert len(said) == 1, err
     assert said[0].startswith("gridbench: stopped: the search's Ray node died (dashboard_agent failed")
-    assert f"search {parent.info.run_id} KILLED with " in said[0] and f"--resume {parent.info.run_id}`" in said[0]
+    assert f"search {parent.info.run_id} KILLED with " in said[0] and f"--resume {parent.info.run_id} " in said[0]
     assert parent.info.status == "KILLED" and "Ray node died" in parent.data.tags[schema.ERROR]
     finished = [c for c in children if c.info.status == "FINISHED"]
     assert finished and f"KILLED with {len(finished)} of 2 trials finished" in said[0]
