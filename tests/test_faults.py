@@ -30,9 +30,9 @@ from gridbench.gridsearch.recording import search_params, spec_tags
 from gridbench.gridsearch.resume import expected_tags, locate
 from gridbench.space import OutOfSpace
 from gridbench.spec import load_spec
+from gridbench.tracking import journaled as journaled_module
 from gridbench.tracking import schema
 from gridbench.tracking.journal import Journal, check_journal_dir, read_journal
-from gridbench.tracking import journaled as journaled_module
 from gridbench.tracking.journaled import JournaledRecorder, shorten
 from gridbench.tracking.records import SearchSummary, TrialRecord, config_key
 from gridbench.tracking.schema import SearchStatus
@@ -208,9 +208,7 @@ def test_a_full_disk_is_refused_before_anything_is_written(small_fs, capsys, mon
 # --- the disk fills mid-search ----------------------------------------------------------------------------------
 
 
-def test_a_full_store_stops_the_writer_at_once_and_the_journal_keeps_the_rest(
-    small_fs, tmp_path, capsys, monkeypatch
-):
+def test_a_full_store_stops_the_writer_at_once_and_the_journal_keeps_the_rest(small_fs, tmp_path, capsys, monkeypatch):
     plan = digits_plan(f"sqlite:///{small_fs.path / 'mlflow.db'}")
     recorder = start_search(plan, tmp_path / "journal")  # the journal on a disk with room
     recorder.grace_s = 30  # a full store must not be waited for

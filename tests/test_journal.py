@@ -14,9 +14,9 @@ from stores import new_store
 
 from gridbench.cli import main
 from gridbench.errors import UserError
+from gridbench.tracking import journaled as journaled_module
 from gridbench.tracking import schema
 from gridbench.tracking.journal import Journal, read_journal
-from gridbench.tracking import journaled as journaled_module
 from gridbench.tracking.journaled import JournaledRecorder
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
