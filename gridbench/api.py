@@ -5,17 +5,23 @@
     result.to_pandas()             # one row per trial
     gridbench.compare(cpu_result, gpu_result).to_pandas()
 
-The same planner and runner as the command line; errors are gridbench.UserError, and
-nothing is printed unless progress=True.
+The same planner and runner as the command line; errors are gridbench.UserError (a search
+that a signal or a full disk stopped raises its subclass SearchStoppedError), and nothing is
+printed unless progress=True. What a search changes in the caller's process (environment
+variables, signal handlers) is put back when it returns.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from gridbench.errors import UserError
+from gridbench.errors import SearchOutOfSpaceError, SearchStoppedError, UserError
 
 if TYPE_CHECKING:
     import pandas
@@ -155,6 +161,69 @@ class Search:
         return pandas.DataFrame(rows)
 
 
+def _stopped_error(stop: BaseException) -> SearchStoppedError:
+    """The API's error for what stopped a search (gridbench.gridsearch.lifecycle.SearchStopped, a KeyboardInterrupt
+    so that Ray Tune lets it through): the same one line the command line prints, as a UserError."""
+    from gridbench.gridsearch.lifecycle import SearchOutOfSpace
+
+    kind = SearchOutOfSpaceError if isinstance(stop, SearchOutOfSpace) else SearchStoppedError
+    return kind(f"search {stop.report()}", stop.ended_by, stop.exit_code)
+
+
+@contextlib.contextmanager
+def _caller_process_restored():
+    """The caller's environment variables and signal handlers, put back as they were once the search ends.
+
+    A search sets variables for Ray, Tune and MLflow (docs/guide/python-api.md lists them and why) and
+    installs its own SIGINT and SIGTERM handlers; Ray may install others. Handlers can be read and set
+    from the main thread only: a search in another thread installs none.
+    """
+    environ = dict(os.environ)
+    handlers = _signal_handlers()
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        for name, value in environ.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+        for signum, handler in handlers.items():
+            if signal.getsignal(signum) is not handler:
+                with contextlib.suppress(OSError, ValueError):
+                    signal.signal(signum, handler)
+
+
+def _signal_handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {}
+    for signum in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            handler = signal.getsignal(signum)
+            if handler is not None:  # None: set outside Python, and Python cannot set it back
+                handlers[signum] = handler
+    return handlers
+
+
+def _restores_the_caller(search_function):
+    """search()'s contract with its caller: what stopped a search raised as a UserError, and the caller's
+    process as it was (see _caller_process_restored) however the search ends."""
+
+    @functools.wraps(search_function)
+    def search_restoring(*args, **kwargs):
+        from gridbench.gridsearch.lifecycle import SearchStopped
+
+        with _caller_process_restored():
+            try:
+                return search_function(*args, **kwargs)
+            except SearchStopped as stop:
+                raise _stopped_error(stop) from None
+
+    return search_restoring
+
+
+@_restores_the_caller
 def search(
     experiment_or_spec: str | ExperimentSpec | Spec,
     device: str = "cpu",
@@ -169,6 +238,11 @@ def search(
     `params` fixes hyperparameters (--set), `grid` makes or replaces axes (--grid);
     `options` are the command line's flags: tracking_uri, backend, cpus_per_trial, ...
     device="both" runs the CPU search, then the GPU search, and returns both.
+
+    A search that a SIGINT (Ctrl-C) or SIGTERM stops raises SearchStoppedError, and one that a full disk
+    stops SearchOutOfSpaceError, once its finished trials are recorded; both are UserErrors, never a
+    KeyboardInterrupt. The environment variables and signal handlers a search sets (for Ray, Tune and
+    MLflow, and to stop the search on a signal) are restored when it returns or raises.
     """
     from gridbench.gridsearch import plan_pair, plan_search, run_search
 
