@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from datafiles import make_cifar10, make_imdb, make_text
 from stores import new_store
-from trainings import run_python
+from trainings import PROGRAMS, run_python
 
 from gridbench import datasets
 from gridbench.datasets import find, read
@@ -111,25 +111,8 @@ def test_synthetic_data_has_the_real_shapes_and_label_count(name):
 
 def test_model_sizes(kept_environ):
     """The small CNN has the seeds' 39,558 parameters; a ResNet's depth counts its layers."""
-    script = """
-import json
-from gridbench.workloads import WORKLOADS
-from gridbench.workloads.keras_common import weight_layers
-from gridbench.workloads.keras_families import BUILDERS
-from gridbench.workloads.keras_layers import parameter_count
-def defaults(name, **extra):
-    return {**{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}, **extra}
-small = BUILDERS["smallcnn"](defaults("smallcnn"), (32, 32, 3), 10)
-sizes = {"smallcnn": parameter_count(small)}
-for depth in (20, 62):
-    model = BUILDERS["resnet"](defaults("resnet", depth=depth), (32, 32, 3), 10)
-    sizes[f"resnet{depth}"] = weight_layers(model)
-sizes["resnet20_params"] = BUILDERS["resnet"](defaults("resnet"), (32, 32, 3), 10).count_params()
-print(json.dumps(sizes))
-"""
     out = run_python(
-        "-c",
-        script,
+        str(PROGRAMS / "model_sizes.py"),
         capture_output=True,
         text=True,
         timeout=300,
@@ -177,32 +160,10 @@ SEARCHED = ("cifar10-cnn", "imdb-fasttext", "mnist-cnn", "text-lstm")
 def train_in_process(data_dir, backend: str, loops: dict[str, tuple[str, ...]]) -> dict:
     """Each model through its loops, in a process of its own on `backend`: what each trial said, by model and loop."""
     datasets_of = {m: load_spec(e).dataset for e, m in FAMILY_EXPERIMENTS.items() if m in loops}
-    script = f"""
-import json
-from gridbench import datasets
-from gridbench.datasets import find, read
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-small = {json.dumps(SMALL)}
-rows = {{}}
-for name, dataset in {json.dumps(datasets_of)}.items():
-    dataset = "digits" if dataset == "mnist" else dataset
-    params = {{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}}
-    params.update(small.get(name, {{}}), epochs=3, batch_size=16, precision="mixed_bfloat16")
-    loops = {{}}
-    for loop in {json.dumps(loops)}[name]:
-        context = TrialContext(name, {{**params, "train_loop": loop}}, find.locate(dataset, {str(data_dir)!r}),
-                               "cpu", {backend!r}, cpus=2, seed=0)
-        out = run_trial({{}}, context).to_dict()
-        loops[loop] = [out["status"], out.get("error"), out["tags"].get("device.actual"),
-                       out["tags"].get("precision"), out["tags"].get("lstm.cudnn"),
-                       out["metrics"].get("test_accuracy"), len(out.get("epoch_times", [])), out["tags"].get("backend")]
-    rows[name] = loops
-print(json.dumps(rows))
-"""
+    asked = {"backend": backend, "data_dir": str(data_dir), "datasets": datasets_of, "loops": loops, "small": SMALL}
     out = run_python(
-        "-c",
-        script,
+        str(PROGRAMS / "train_families.py"),
+        json.dumps(asked),
         capture_output=True,
         text=True,
         timeout=600,
@@ -313,25 +274,10 @@ def test_a_synthetic_search_is_tagged_and_never_reports_accuracy(tmp_path):
 
 @pytest.mark.gpu
 def test_on_a_gpu_the_lstm_runs_as_cudnn_and_the_cnn_on_the_compiled_loop(data_dir, kept_environ):
-    script = f"""
-import json
-from gridbench import datasets
-from gridbench.datasets import find, read
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-rows = {{}}
-small_lstm = {{"vocab_size": 600, "maxlen": 40, "units": 8}}
-for name, dataset, extra in (("bilstm", "imdb", small_lstm), ("cnn", "digits", {{}})):
-    params = {{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}}
-    params.update(extra, epochs=2, batch_size=16, train_loop="compiled")
-    context = TrialContext(name, params, find.locate(dataset, {str(data_dir)!r}), "gpu", "jax", cpus=4, seed=0,
-                           gpus_per_trial=1.0)
-    out = run_trial({{}}, context).to_dict()
-    rows[name] = [out["status"], out.get("error"), out["tags"].get("device.actual"), out["tags"].get("lstm.cudnn")]
-print(json.dumps(rows))
-"""
     env = {**os.environ, "KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
-    out = run_python("-c", script, capture_output=True, text=True, timeout=600, env=env)
+    out = run_python(
+        str(PROGRAMS / "gpu_lstm_and_cnn.py"), str(data_dir), capture_output=True, text=True, timeout=600, env=env
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = json.loads(out.stdout.splitlines()[-1])
     assert rows["bilstm"] == ["FINISHED", None, "gpu:0", "yes"]

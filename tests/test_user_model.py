@@ -9,6 +9,7 @@ One Ray search runs the shipped example through the Python API.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from stores import new_store
+from trainings import PROGRAMS
 
 import gridbench
 from gridbench.datasets import user as user_data
@@ -24,28 +26,6 @@ from gridbench.spec import load_spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO_ROOT / "examples" / "digits-cnn.toml"
-
-MODULE = """
-import keras
-
-def build(hp):
-    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(hp["units"], activation="relu"),
-                             keras.layers.Dense(3, activation="softmax")])
-
-def logits(hp):
-    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
-
-def raises(hp):
-    raise ValueError("no such layer size")
-
-def not_a_model(hp):
-    return "a model"
-
-def four_units(hp):
-    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, activation="softmax")])
-
-NOT_CALLABLE = 3
-"""
 
 SPEC = """
 model = "{model}"
@@ -77,7 +57,7 @@ def arrays(**changes):
 @pytest.fixture
 def folder(tmp_path):
     """A folder holding a user's module (my_models.py), data (data.npz) and a spec writer."""
-    (tmp_path / "my_models.py").write_text(MODULE)
+    shutil.copy(PROGRAMS / "user_models.py", tmp_path / "my_models.py")
     np.savez(tmp_path / "data.npz", **arrays())
 
     def write(model="my_models:build", dataset="data.npz", text=SPEC, **extra) -> str:
