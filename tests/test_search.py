@@ -7,6 +7,7 @@ MLflow plumbing without training; the end-to-end tests train real Keras models.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -168,12 +169,16 @@ def test_mnist_search_reads_the_real_file(tmp_path, mnist_dir, monkeypatch):
     store = new_store(tmp_path)
     monkeypatch.setenv("GRIDBENCH_DATA_DIR", str(mnist_dir))
     # Through the Python API, in this test process, whose MLflow and Ray are imported already.
+    environ, handlers = dict(os.environ), {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     gridbench.search(
         "mnist",
         params={"epochs": 2, "hidden_units": 64, "batch_size": 512},
         grid={"learning_rate": [0.001]},
         tracking_uri=store,
     )
+    # The caller's process as it was: Ray's, Tune's and MLflow's variables and the search's stop handlers gone.
+    assert dict(os.environ) == environ
+    assert {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} == handlers
     _, parents, children = runs_of(store, "mnist")
     assert parents[0].data.tags["data.path"] == str((mnist_dir / "mnist.npz").resolve())
     assert len(children) == 1
