@@ -348,10 +348,9 @@ def compare(
 
     Recorded in MLflow as its own run, as `gridbench compare` does, unless record=False.
     """
-    from gridbench.comparison import artifacts
-    from gridbench.comparison import compare as compare_searches
     from gridbench.comparison.prices import PriceTable
-    from gridbench.tracking import read_search, resolve_tracking_uri
+    from gridbench.comparison.recorded import compare_runs, record_comparison
+    from gridbench.tracking import resolve_tracking_uri
     from gridbench.tracking.store import check_store_exists
 
     if len(runs) < 2:
@@ -362,9 +361,13 @@ def compare(
     check_store_exists(uri)
     run_ids = [r.run_id if isinstance(r, Search) else str(r) for r in runs]
     table = PriceTable.load(prices, [f"{k}={v}" for k, v in (price or {}).items()])
-    searches = [read_search(uri, run_id) for run_id in run_ids]
-    comparison = compare_searches(searches, table, target=target, allow_mismatch=allow_mismatch)
-    run_id = artifacts.record(comparison, run_ids, uri, out) if record else None
+    comparison = compare_runs(uri, run_ids, table, target, allow_mismatch)
+    run_id = None
+    if record:  # the command line's path: a store that cannot take it says why, as a UserError here
+        run_id, unlogged = record_comparison(comparison, run_ids, uri, out)
+        if unlogged:
+            why = unlogged.split("; the results above")[0]
+            raise UserError(f"cannot log the comparison to {uri} ({why}); compare(..., record=False) does not log it")
     return ComparisonResult(comparison, run_id)
 
 

@@ -391,6 +391,21 @@ def test_a_read_only_store_is_reported_and_compared_without_writing(read_only_st
     assert {p: p.stat().st_mtime for p in before} == before  # nothing in the store changed
 
 
+def test_the_python_api_compares_through_the_command_lines_path_and_says_why_it_could_not_log(
+    read_only_store, monkeypatch
+):
+    import gridbench
+    from gridbench.tracking import store as tracking_store
+
+    store, (cpu, gpu), _ = read_only_store
+    compared = gridbench.compare(cpu, gpu, tracking_uri=store, allow_mismatch=True, record=False)
+    assert compared.run_id is None and compared.to_dict()["searches"][0]["run_id"] == cpu
+    # This process is root, which file modes do not bind: the store says it is read-only as it would to a user.
+    monkeypatch.setattr(tracking_store, "store_writable", lambda uri: False)
+    with pytest.raises(UserError, match=r"cannot log the comparison to .* \(the store is read-only here\); compare"):
+        gridbench.compare(cpu, gpu, tracking_uri=store, allow_mismatch=True)
+
+
 def test_a_search_into_a_read_only_store_is_still_refused_in_one_line(read_only_store):
     store, _, out = read_only_store
     refused = as_nobody("search", "digits", "--tracking-uri", store, "--grid", "hidden_units=16", cwd=out)
