@@ -1,7 +1,8 @@
 """Published figures traced to raw output: what tests/test_results_figures.py checks on docs/results/*.md and README.md.
 
 A *figure* is a number with a unit of time, ratio, share or size (`12.3 s`, `45 ms`, `8 min`, `3.17x`, `95%`,
-`24 GiB`) in a page's prose or tables; numbers inside code blocks are quoted output, not figures. Each results
+`24 GiB`) in a page's prose or tables, or a number alone in a table's cell (its unit in the heading); numbers
+inside code blocks are quoted output, not figures. Each results
 page names its raw files on a line of its own:
 
     Raw files: `h100-projection/run1/log.txt`, `h100-projection/run2/`
@@ -66,8 +67,14 @@ class Figure:
 SCALES = {"%": (1, 100), "ms": (1, 1000), "min": (1, 1 / 60)}
 
 
+TABLE_NUMBER = re.compile(rf"\*{{0,2}}({_NUMBER})\*{{0,2}}")
+
+
 def figures_in(text: str) -> list[Figure]:
-    """The figures of a page's prose and tables: its code blocks, inline code and declarations left out."""
+    """The figures of a page's prose and tables: its code blocks, inline code and declarations left out.
+
+    A table's cell that holds a number alone is a figure too (its unit is in the column's heading).
+    """
     for pattern in (DECLARED, FENCE, INDENTED, INLINE_CODE):
         text = pattern.sub(" ", text)
     text = re.sub(r"\]\([^)]*\)", "]", text)  # link targets: paths, not figures
@@ -77,6 +84,10 @@ def figures_in(text: str) -> list[Figure]:
         for number in (match.group(1), match.group(2)):
             if number is not None:
                 found.append(_figure(number, unit))
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = (TABLE_NUMBER.fullmatch(cell.strip()) for cell in line.strip().strip("|").split("|"))
+            found += [_figure(cell.group(1), "") for cell in cells if cell is not None]
     return found
 
 

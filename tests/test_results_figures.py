@@ -59,3 +59,6 @@ def test_settings_and_quoted_output_are_not_figures_to_trace(tmp_path):
     assert check_page(*_page(tmp_path, body)) == []
     assert [f.text for f in figures_in("a 3.17x [2.65-3.65x] speedup, 95% of 8 min, 22 ms")] == [
         "3.17x", "2.65x", "3.65x", "95%", "8 min", "22 ms"]  # fmt: skip
+    # A table's cells that hold a number alone are figures too (the unit is in the heading); a count in words is not.
+    assert [f.text for f in figures_in("| GPUs | makespan s |\n|---|---|\n| 1 | **45.9** |\n| two | 32.1 s |")] == [
+        "32.1 s", "1", "45.9"]  # fmt: skip
