@@ -17,13 +17,11 @@ from gridbench.errors import UserError
 from gridbench.tracking import journaled as journaled_module
 from gridbench.tracking import schema
 from gridbench.tracking.journal import Journal, read_journal
-from gridbench.tracking.journaled import JournaledRecorder
+from gridbench.tracking.journaled import JournaledRecorder, backoff_s
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
 from gridbench.tracking.store import MlflowRecorder
 from gridbench.tracking.sync import sync_journal
-
-BACKOFF_S = (0.5, 1.0, 2.0, 4.0)  # the writer's waits between attempts (gridbench.tracking.journaled), then 4 s
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +174,7 @@ def test_a_store_down_for_good_leaves_one_line_and_sync_writes_the_rest_exactly_
     before_end = clock.slept
     recorder.finish(SUMMARY, SearchStatus.FINISHED)
     # Once the search ended, the writer gave up after the grace (and the one backoff it was in), not minutes later.
-    assert clock.slept - before_end <= recorder.grace_s + max(BACKOFF_S), clock.slept - before_end
+    assert clock.slept - before_end <= recorder.grace_s + backoff_s(99), clock.slept - before_end
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     path = recorder.journal.path
@@ -210,7 +208,7 @@ def test_a_record_the_store_refuses_is_left_to_the_journal_and_later_ones_go_in(
     for index in range(3):
         recorder.record_trial(trial(index), {}, {})
     recorder.finish(SUMMARY, SearchStatus.FINISHED)
-    assert clock.slept == sum(BACKOFF_S[:2])  # three attempts, two backoffs between them: then the next record
+    assert clock.slept == backoff_s(0) + backoff_s(1)  # three attempts, two waits between them: then the next record
     err = capsys.readouterr().err
     assert "1 trial(s) are only in the journal" in err, err
     assert recorder.store_retries == 3
