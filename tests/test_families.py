@@ -155,12 +155,25 @@ SMALL = {
 }
 # One tiny real search per dataset; the other families' models train on TensorFlow in process instead.
 SEARCHED = ("cifar10-cnn", "imdb-fasttext", "mnist-cnn", "text-lstm")
+# In process, what lets a family learn the self-made data in 3 epochs of a few steps (the Keras examples' own
+# rates are for 50,000 images): VGG's RMSprop at 0.0001 stayed at chance (0.05-0.2), the BiLSTM at 0.001 too
+# (0.58 on two classes).
+LEARNS = {
+    "vgg": {"learning_rate": 0.003, "optimizer": "adam", "dropout": 0.0},
+    "bilstm": {"learning_rate": 0.01},
+}
+# What each family's test accuracy must pass after those 3 epochs, well above chance: 0.1 on digits and the
+# 10 CIFAR classes (40 test images), 0.5 on IMDb's two, 1 in 25 characters on the text. Seen on the 2-core
+# machine (JAX's compiled loop, fit where run; TensorFlow's fit): cnn 0.94, vgg 0.35, resnet 0.35-0.40 (0.30 on
+# TensorFlow), smallcnn 1.0, bilstm 1.0, fasttext 0.72, char_lstm 0.98.
+LEARNED = {"cnn": 0.8, "vgg": 0.2, "resnet": 0.2, "smallcnn": 0.8, "bilstm": 0.8, "fasttext": 0.6, "char_lstm": 0.8}
 
 
 def train_in_process(data_dir, backend: str, loops: dict[str, tuple[str, ...]]) -> dict:
     """Each model through its loops, in a process of its own on `backend`: what each trial said, by model and loop."""
     datasets_of = {m: load_spec(e).dataset for e, m in FAMILY_EXPERIMENTS.items() if m in loops}
-    asked = {"backend": backend, "data_dir": str(data_dir), "datasets": datasets_of, "loops": loops, "small": SMALL}
+    small = {name: {**SMALL.get(name, {}), **LEARNS.get(name, {})} for name in loops}
+    asked = {"backend": backend, "data_dir": str(data_dir), "datasets": datasets_of, "loops": loops, "small": small}
     out = run_python(
         str(PROGRAMS / "train_families.py"),
         json.dumps(asked),
@@ -178,7 +191,7 @@ def train_in_process(data_dir, backend: str, loops: dict[str, tuple[str, ...]]) 
             assert status == "FINISHED", (name, loop, error)
             assert device == "cpu:0" and precision == "mixed_bfloat16" and epochs == 3 and used == backend
             assert cudnn == ("no" if name in ("bilstm", "char_lstm") else None)  # no cuDNN on a CPU
-            assert 0 <= accuracy <= 1
+            assert LEARNED[name] < accuracy <= 1, (name, loop, accuracy)  # it learned, not only ran
     return rows
 
 
@@ -193,9 +206,8 @@ def test_every_family_trains_on_the_compiled_loop_on_jax(data_dir, kept_environ)
     """Each family's model, on JAX, through the compiled loop (and fit, for JAX_FIT_TOO): trains, on the CPU, and
     says what it is."""
     loops = {m: ("compiled", "fit") if m in JAX_FIT_TOO else ("compiled",) for m in FAMILY_EXPERIMENTS.values()}
-    rows = train_in_process(data_dir, "jax", loops)
-    # Learnable self-made data: the simplest models learn it in 3 epochs.
-    assert rows["cnn"]["compiled"][5] > 0.5 and rows["fasttext"]["compiled"][5] > 0.6
+    rows = train_in_process(data_dir, "jax", loops)  # each past its LEARNED floor
+    assert sorted(rows) == sorted(LEARNED)  # every family
 
 
 @pytest.mark.slow
