@@ -206,21 +206,21 @@ def _signal_handlers() -> dict[int, Any]:
     return handlers
 
 
-def _restores_the_caller(search_function):
-    """search()'s contract with its caller: what stopped a search raised as a UserError, and the caller's
-    process as it was (see _caller_process_restored) however the search ends."""
+def _restores_the_caller(api_function):
+    """The API's contract with its caller (search and compare): what stopped a search raised as a UserError,
+    and the caller's process as it was (see _caller_process_restored) however the call ends."""
 
-    @functools.wraps(search_function)
-    def search_restoring(*args, **kwargs):
+    @functools.wraps(api_function)
+    def restoring(*args, **kwargs):
         from gridbench.gridsearch.lifecycle import SearchStopped
 
         with _caller_process_restored():
             try:
-                return search_function(*args, **kwargs)
+                return api_function(*args, **kwargs)
             except SearchStopped as stop:
                 raise _stopped_error(stop) from None
 
-    return search_restoring
+    return restoring
 
 
 @_restores_the_caller
@@ -334,6 +334,7 @@ class ComparisonResult:
         return report.markdown(self.comparison)
 
 
+@_restores_the_caller
 def compare(
     *runs: str | Search,
     tracking_uri: str | None = None,

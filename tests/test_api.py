@@ -106,3 +106,19 @@ def test_the_command_line_still_exits_3_for_a_disk_that_filled(monkeypatch, caps
     monkeypatch.setattr(cli, "_search", full)
     assert cli.main(["search", "digits"]) == EXIT_OUT_OF_SPACE == 3
     assert capsys.readouterr().err.startswith("gridbench: stopped: no space left for the store at /full")
+
+
+def test_compare_gives_back_the_callers_environment(monkeypatch):
+    from gridbench.comparison import recorded
+    from gridbench.tracking import store
+
+    def compared(*args, **kwargs):
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"  # as opening the store does
+        return object()
+
+    monkeypatch.setattr(store, "check_store_exists", lambda uri: None)
+    monkeypatch.setattr(recorded, "compare_runs", compared)
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    before = dict(os.environ)
+    gridbench.compare("run-a", "run-b", tracking_uri="sqlite:////nowhere/mlflow.db", record=False)
+    assert dict(os.environ) == before
