@@ -21,7 +21,8 @@ output is declared in one HTML comment, which the reader of the page does not se
     untraced: 12.5 s             not yet traced when this check came in (issue 43): a known debt, listed so
                                  that it stays visible; a figure added since must trace or be declared above
     19.6x = 0.4830 / 0.0246      computed: every number of the expression traces (at the precision written),
-                                 and its value is within one unit of the figure's last digit
+                                 and its value is within one unit of the figure's last digit; an expression
+                                 may also compute from a raw file: durations("folder/durations.txt")
     -->
 
 README.md names no raw files: its figures trace to the raw files of the results pages it links to.
@@ -183,11 +184,23 @@ _OPERATORS = {
 }
 
 
-def evaluate(expression: str) -> tuple[float, list[str]]:
-    """An arithmetic expression's value and its numbers as written (+ - * / ** and brackets only).
+DURATION_LINE = re.compile(r"^(\d+\.\d+)s (?:call|setup|teardown) ", re.MULTILINE)
+
+
+def durations(path: Path) -> float:
+    """The sum of a pytest `--durations=0` listing: the test workers' time."""
+    return sum(float(seconds) for seconds in DURATION_LINE.findall(path.read_text(encoding="utf-8")))
+
+
+FUNCTIONS = {"durations": durations}  # what an expression may call on a raw file, by its path from docs/results/
+
+
+def evaluate(expression: str, base: Path = RESULTS) -> tuple[float, list[str]]:
+    """An arithmetic expression's value and its numbers as written (+ - * / ** and brackets, and FUNCTIONS).
 
     Each number is a raw figure at the precision written (0.4830 traces to a raw 0.48302); a whole number
     written as a constant (the 100 of a percentage, the 8 of an eighth root) traces like any other.
+    `durations("suite-time-2core/ci-8f5a46b-a-durations.txt")` is computed from that raw file.
     """
     numbers: list[str] = []
     written = expression.replace(",", "")
@@ -198,12 +211,21 @@ def evaluate(expression: str) -> tuple[float, list[str]]:
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             numbers.append(ast.get_source_segment(written, node))
             return float(node.value)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FUNCTIONS
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            return FUNCTIONS[node.func.id](base / node.args[0].value)
         raise ValueError(f"not arithmetic: {expression!r}")
 
     return value(ast.parse(written, mode="eval").body), numbers
 
 
-def untraced_figures(page_text: str, raw: list[float], quoted_output: bool = True) -> list[str]:
+def untraced_figures(page_text: str, raw: list[float], quoted_output: bool = True, base: Path = RESULTS) -> list[str]:
     """The page's figures that no raw number, declared setting or checked computation accounts for, with why.
 
     `quoted_output`: the page's code blocks count as raw output (a results page quoting what a command printed).
@@ -220,7 +242,7 @@ def untraced_figures(page_text: str, raw: list[float], quoted_output: bool = Tru
         if expression is None:
             problems.append(f"{figure.text}: in no raw file, and not declared")
             continue
-        result, operands = evaluate(expression)
+        result, operands = evaluate(expression, base)
         missing = [text for text in operands if not traces(_figure(text, ""), raw)]
         if missing:
             problems.append(f"{figure.text} = {expression}: {', '.join(missing)} in no raw file")
@@ -236,7 +258,7 @@ def check_page(page: Path, base: Path = RESULTS) -> list[str]:
         return ["names no raw files (a line `Raw files: `path`, ...`)"]
     paths = raw_paths(text, base)  # none: the output the page quotes is all there is
     missing = [f"raw file {p.relative_to(base)} is missing" for p in paths if not p.exists()]
-    return missing or untraced_figures(text, read_raw(paths))
+    return missing or untraced_figures(text, read_raw(paths), base=base)
 
 
 def check_readme(readme: Path = ROOT / "README.md", base: Path = RESULTS) -> list[str]:

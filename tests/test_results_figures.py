@@ -62,3 +62,12 @@ def test_settings_and_quoted_output_are_not_figures_to_trace(tmp_path):
     # A table's cells that hold a number alone are figures too (the unit is in the heading); a count in words is not.
     assert [f.text for f in figures_in("| GPUs | makespan s |\n|---|---|\n| 1 | **45.9** |\n| two | 32.1 s |")] == [
         "32.1 s", "1", "45.9"]  # fmt: skip
+
+
+def test_a_computation_may_sum_a_durations_listing_among_the_raw_files(tmp_path):
+    listing = "12.50s call     tests/test_a.py::test_one\n0.25s setup    tests/test_a.py::test_one\n"
+    page, base = _page(tmp_path, "The workers' time: 12.8 s.\n\n<!-- figures\n12.8 s = durations(\"run/log.txt\")\n-->",
+                       raw=listing)  # fmt: skip
+    assert check_page(page, base) == []
+    page.write_text(page.read_text().replace("12.8 s", "13.8 s"))
+    assert check_page(page, base) == ['13.8 s = durations("run/log.txt"): the expression gives 12.75']
