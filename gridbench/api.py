@@ -5,19 +5,24 @@
     result.to_pandas()             # one row per trial
     gridbench.compare(cpu_result, gpu_result).to_pandas()
 
-The same planner and runner as the command line; errors are gridbench.UserError, and
-nothing is printed unless progress=True.
+The same planner and runner as the command line; errors are gridbench.UserError (a search
+that a signal or a full disk stopped raises its subclass SearchStoppedError), and nothing is
+printed unless progress=True. What a search changes in the caller's process (environment
+variables, signal handlers) is put back when it returns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from gridbench.errors import UserError
+from gridbench.errors import SearchOutOfSpaceError, SearchStoppedError, UserError
 
 if TYPE_CHECKING:
     import pandas
@@ -208,6 +213,69 @@ class Search:
         return pandas.DataFrame(rows)
 
 
+def _stopped_error(stop: BaseException) -> SearchStoppedError:
+    """The API's error for what stopped a search (gridbench.gridsearch.lifecycle.SearchStopped, a KeyboardInterrupt
+    so that Ray Tune lets it through): the same one line the command line prints, as a UserError."""
+    from gridbench.gridsearch.lifecycle import SearchOutOfSpace
+
+    kind = SearchOutOfSpaceError if isinstance(stop, SearchOutOfSpace) else SearchStoppedError
+    return kind(f"search {stop.report()}", stop.ended_by, stop.exit_code)
+
+
+@contextlib.contextmanager
+def _caller_process_restored():
+    """The caller's environment variables and signal handlers, put back as they were once the search ends.
+
+    A search sets variables for Ray, Tune and MLflow (docs/guide/python-api.md lists them and why) and
+    installs its own SIGINT and SIGTERM handlers; Ray may install others. Handlers can be read and set
+    from the main thread only: a search in another thread installs none.
+    """
+    environ = dict(os.environ)
+    handlers = _signal_handlers()
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        for name, value in environ.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+        for signum, handler in handlers.items():
+            if signal.getsignal(signum) is not handler:
+                with contextlib.suppress(OSError, ValueError):
+                    signal.signal(signum, handler)
+
+
+def _signal_handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {}
+    for signum in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            handler = signal.getsignal(signum)
+            if handler is not None:  # None: set outside Python, and Python cannot set it back
+                handlers[signum] = handler
+    return handlers
+
+
+def _restores_the_caller(api_function):
+    """The API's contract with its caller (search and compare): what stopped a search raised as a UserError,
+    and the caller's process as it was (see _caller_process_restored) however the call ends."""
+
+    @functools.wraps(api_function)
+    def restoring(*args, **kwargs):
+        from gridbench.gridsearch.lifecycle import SearchStopped
+
+        with _caller_process_restored():
+            try:
+                return api_function(*args, **kwargs)
+            except SearchStopped as stop:
+                raise _stopped_error(stop) from None
+
+    return restoring
+
+
+@_restores_the_caller
 @_python_errors
 def search(
     experiment_or_spec: str | ExperimentSpec | Spec,
@@ -223,6 +291,11 @@ def search(
     `params` fixes hyperparameters (--set), `grid` makes or replaces axes (--grid);
     `options` are the command line's flags: tracking_uri, backend, cpus_per_trial, ...
     device="both" runs the CPU search, then the GPU search, and returns both.
+
+    A search that a SIGINT (Ctrl-C) or SIGTERM stops raises SearchStoppedError, and one that a full disk
+    stops SearchOutOfSpaceError, once its finished trials are recorded; both are UserErrors, never a
+    KeyboardInterrupt. The environment variables and signal handlers a search sets (for Ray, Tune and
+    MLflow, and to stop the search on a signal) are restored when it returns or raises.
     """
     from gridbench.gridsearch import plan_pair, plan_search, run_search
 
@@ -324,6 +397,7 @@ class ComparisonResult:
         return report.markdown(self.comparison)
 
 
+@_restores_the_caller
 @_python_errors
 def compare(
     *runs: str | Search,
@@ -339,10 +413,9 @@ def compare(
 
     Recorded in MLflow as its own run, as `gridbench compare` does, unless record=False.
     """
-    from gridbench.comparison import artifacts
-    from gridbench.comparison import compare as compare_searches
     from gridbench.comparison.prices import PriceTable
-    from gridbench.tracking import read_search, resolve_tracking_uri
+    from gridbench.comparison.recorded import compare_runs, record_comparison
+    from gridbench.tracking import resolve_tracking_uri
     from gridbench.tracking.store import check_store_exists
 
     if len(runs) < 2:
@@ -353,9 +426,13 @@ def compare(
     check_store_exists(uri)
     run_ids = [r.run_id if isinstance(r, Search) else str(r) for r in runs]
     table = PriceTable.load(prices, [f"{k}={v}" for k, v in (price or {}).items()])
-    searches = [read_search(uri, run_id) for run_id in run_ids]
-    comparison = compare_searches(searches, table, target=target, allow_mismatch=allow_mismatch)
-    run_id = artifacts.record(comparison, run_ids, uri, out) if record else None
+    comparison = compare_runs(uri, run_ids, table, target, allow_mismatch)
+    run_id = None
+    if record:  # the command line's path: a store that cannot take it says why, as a UserError here
+        run_id, unlogged = record_comparison(comparison, run_ids, uri, out)
+        if unlogged:
+            why = unlogged.split("; the results above")[0]
+            raise UserError(f"cannot log the comparison to {uri} ({why}); compare(..., record=False) does not log it")
     return ComparisonResult(comparison, run_id)
 
 

@@ -735,6 +735,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
     from gridbench.comparison import report as compare_report
     from gridbench.comparison.prices import PriceTable
     from gridbench.comparison.projection import parse_sizes
+    from gridbench.comparison.recorded import compare_runs, record_comparison
 
     prices = PriceTable.load(args.prices, args.price)
     sizes = parse_sizes(args.project, getattr(args, "max_trials", None) or 10_000)
@@ -746,7 +747,8 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
             "compare needs at least two searches, or one with --project (e.g. --project epochs=20); give run ids "
             "or --experiment NAME"
         )
-    comparison = _read_and_compare(run_ids, tracking_uri, prices, sizes, args)
+    comparison = compare_runs(tracking_uri, run_ids, prices, args.target, args.allow_mismatch, project=sizes,
+                              refuse_unprojectable=args.command == "compare")  # fmt: skip
     if args.output_format == "table":
         compare_report.print_table(console, comparison)
     else:
@@ -757,7 +759,7 @@ def _compare_and_report(console, run_ids: list[str], tracking_uri: str, args: ar
         if args.out:
             compare_artifacts.write_files(comparison, Path(args.out), tracking_uri)
     else:
-        run_id, unlogged = _record_comparison(comparison, run_ids, tracking_uri, args.out)
+        run_id, unlogged = record_comparison(comparison, run_ids, tracking_uri, args.out)
     where = f"; files in {args.out}" if args.out else ""
     if args.html:
         from gridbench.comparison import html
@@ -791,24 +793,6 @@ def _pilot_checks(comparison, tracking_uri: str, args: argparse.Namespace) -> li
             if not isinstance(projected, str):
                 found.append(pilot.check(projected, search))
     return found
-
-
-def _read_and_compare(run_ids: list[str], tracking_uri: str, prices, sizes, args: argparse.Namespace):
-    """The searches and the other runs of each (for the run-to-run spread), compared; a --project size that
-    cannot be projected is refused before anything is printed or written, except after a search's own runs."""
-    from gridbench.comparison import compare
-    from gridbench.comparison.projection import asked_problem
-    from gridbench.tracking import earlier_runs, read_search
-
-    searches = [read_search(tracking_uri, run_id) for run_id in run_ids]
-    history = {s.run_id: earlier_runs(tracking_uri, s) for s in searches}
-    comparison = compare(
-        searches, prices, target=args.target, allow_mismatch=args.allow_mismatch, project=sizes, history=history
-    )
-    problems = [p for pairing in comparison.pairings if (p := asked_problem(pairing.projection))] if sizes else []
-    if problems and args.command == "compare":
-        raise UserError(f"--project {args.project}: cannot project {problems[0]}")
-    return comparison
 
 
 def _project_one(run_id: str, tracking_uri: str, prices, sizes, args: argparse.Namespace) -> None:
@@ -846,26 +830,6 @@ def _compare_view_line(comparison, tracking_uri: str) -> str:
     served = base == tracking_uri.rstrip("/")
     where = "" if served else f" (with `{ui_command(tracking_uri)}` running)"
     return f"side by side in MLflow{where}: {url}"
-
-
-def _record_comparison(comparison, run_ids: list[str], tracking_uri: str, out) -> tuple[str | None, str | None]:
-    """The comparison's run id, or None and why it could not be logged (a read-only store, a full disk)."""
-    from pathlib import Path
-
-    from gridbench.comparison import artifacts as compare_artifacts
-    from gridbench.tracking.store import store_writable
-
-    if not store_writable(tracking_uri):
-        if out:  # its files are still written
-            compare_artifacts.write_files(comparison, Path(out), tracking_uri)
-        return None, "the store is read-only here; the results above are complete"
-    try:
-        return compare_artifacts.record(comparison, run_ids, tracking_uri, out), None
-    except UserError:
-        raise
-    except Exception as err:  # noqa: BLE001 - the store refused the write; the comparison itself stands
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return None, f"{type(err).__name__}: {first[:120]}; the results above are complete"
 
 
 def _write_page(path: str, text: str) -> None:

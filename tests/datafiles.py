@@ -20,9 +20,15 @@ def make_cifar10(directory, per_batch: int = 40, seed: int = 0):
     folder.mkdir(parents=True, exist_ok=True)
     for name in datasets.CIFAR10_FILES:
         labels = rng.integers(0, 10, size=per_batch)
-        # Rows of 3072 bytes, channel-major (R plane, G plane, B plane); class k is brightest in plane k % 3.
-        images = rng.integers(0, 100, size=(per_batch, 3, 1024), dtype=np.uint8)
-        images[np.arange(per_batch), labels % 3] += np.uint8(100 + 15 * (labels // 3))[:, None]
+        # Rows of 3072 bytes, channel-major (R plane, G plane, B plane). Class k is a colour: plane k % 3 is
+        # brightest (+160), and the other two planes, in order, carry k // 3 in two bits (+80 each where set),
+        # so that every class differs from every other by 80 in some plane's mean: learnable in a few epochs.
+        images = rng.integers(0, 90, size=(per_batch, 3, 1024), dtype=np.uint8)
+        rows = np.arange(per_batch)
+        images[rows, labels % 3] += np.uint8(160)
+        for bit, offset in enumerate((1, 2)):
+            lit = ((labels // 3) >> bit) & 1 == 1
+            images[rows[lit], (labels[lit] + offset) % 3] += np.uint8(80)
         batch = {b"data": images.reshape(per_batch, 3072), b"labels": labels.tolist(), b"batch_label": name.encode()}
         with open(folder / name, "wb") as handle:
             pickle.dump(batch, handle)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from datafiles import make_cifar10, make_imdb, make_text
 from stores import new_store
-from trainings import run_python
+from trainings import PROGRAMS, run_python
 
 from gridbench import datasets
 from gridbench.datasets import find, read
@@ -111,25 +111,8 @@ def test_synthetic_data_has_the_real_shapes_and_label_count(name):
 
 def test_model_sizes(kept_environ):
     """The small CNN has the seeds' 39,558 parameters; a ResNet's depth counts its layers."""
-    script = """
-import json
-from gridbench.workloads import WORKLOADS
-from gridbench.workloads.keras_common import weight_layers
-from gridbench.workloads.keras_families import BUILDERS
-from gridbench.workloads.keras_layers import parameter_count
-def defaults(name, **extra):
-    return {**{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}, **extra}
-small = BUILDERS["smallcnn"](defaults("smallcnn"), (32, 32, 3), 10)
-sizes = {"smallcnn": parameter_count(small)}
-for depth in (20, 62):
-    model = BUILDERS["resnet"](defaults("resnet", depth=depth), (32, 32, 3), 10)
-    sizes[f"resnet{depth}"] = weight_layers(model)
-sizes["resnet20_params"] = BUILDERS["resnet"](defaults("resnet"), (32, 32, 3), 10).count_params()
-print(json.dumps(sizes))
-"""
     out = run_python(
-        "-c",
-        script,
+        str(PROGRAMS / "model_sizes.py"),
         capture_output=True,
         text=True,
         timeout=300,
@@ -172,37 +155,28 @@ SMALL = {
 }
 # One tiny real search per dataset; the other families' models train on TensorFlow in process instead.
 SEARCHED = ("cifar10-cnn", "imdb-fasttext", "mnist-cnn", "text-lstm")
+# In process, what lets a family learn the self-made data in 3 epochs of a few steps (the Keras examples' own
+# rates are for 50,000 images): VGG's RMSprop at 0.0001 stayed at chance (0.05-0.2), the BiLSTM at 0.001 too
+# (0.58 on two classes).
+LEARNS = {
+    "vgg": {"learning_rate": 0.003, "optimizer": "adam", "dropout": 0.0},
+    "bilstm": {"learning_rate": 0.01},
+}
+# What each family's test accuracy must pass after those 3 epochs, well above chance: 0.1 on digits and the
+# 10 CIFAR classes (40 test images), 0.5 on IMDb's two, 1 in 25 characters on the text. Seen on the 2-core
+# machine (JAX's compiled loop, fit where run; TensorFlow's fit): cnn 0.94, vgg 0.35, resnet 0.35-0.40 (0.30 on
+# TensorFlow), smallcnn 1.0, bilstm 1.0, fasttext 0.72, char_lstm 0.98.
+LEARNED = {"cnn": 0.8, "vgg": 0.2, "resnet": 0.2, "smallcnn": 0.8, "bilstm": 0.8, "fasttext": 0.6, "char_lstm": 0.8}
 
 
 def train_in_process(data_dir, backend: str, loops: dict[str, tuple[str, ...]]) -> dict:
     """Each model through its loops, in a process of its own on `backend`: what each trial said, by model and loop."""
     datasets_of = {m: load_spec(e).dataset for e, m in FAMILY_EXPERIMENTS.items() if m in loops}
-    script = f"""
-import json
-from gridbench import datasets
-from gridbench.datasets import find, read
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-small = {json.dumps(SMALL)}
-rows = {{}}
-for name, dataset in {json.dumps(datasets_of)}.items():
-    dataset = "digits" if dataset == "mnist" else dataset
-    params = {{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}}
-    params.update(small.get(name, {{}}), epochs=3, batch_size=16, precision="mixed_bfloat16")
-    loops = {{}}
-    for loop in {json.dumps(loops)}[name]:
-        context = TrialContext(name, {{**params, "train_loop": loop}}, find.locate(dataset, {str(data_dir)!r}),
-                               "cpu", {backend!r}, cpus=2, seed=0)
-        out = run_trial({{}}, context).to_dict()
-        loops[loop] = [out["status"], out.get("error"), out["tags"].get("device.actual"),
-                       out["tags"].get("precision"), out["tags"].get("lstm.cudnn"),
-                       out["metrics"].get("test_accuracy"), len(out.get("epoch_times", [])), out["tags"].get("backend")]
-    rows[name] = loops
-print(json.dumps(rows))
-"""
+    small = {name: {**SMALL.get(name, {}), **LEARNS.get(name, {})} for name in loops}
+    asked = {"backend": backend, "data_dir": str(data_dir), "datasets": datasets_of, "loops": loops, "small": small}
     out = run_python(
-        "-c",
-        script,
+        str(PROGRAMS / "train_families.py"),
+        json.dumps(asked),
         capture_output=True,
         text=True,
         timeout=600,
@@ -217,7 +191,7 @@ print(json.dumps(rows))
             assert status == "FINISHED", (name, loop, error)
             assert device == "cpu:0" and precision == "mixed_bfloat16" and epochs == 3 and used == backend
             assert cudnn == ("no" if name in ("bilstm", "char_lstm") else None)  # no cuDNN on a CPU
-            assert 0 <= accuracy <= 1
+            assert LEARNED[name] < accuracy <= 1, (name, loop, accuracy)  # it learned, not only ran
     return rows
 
 
@@ -232,9 +206,8 @@ def test_every_family_trains_on_the_compiled_loop_on_jax(data_dir, kept_environ)
     """Each family's model, on JAX, through the compiled loop (and fit, for JAX_FIT_TOO): trains, on the CPU, and
     says what it is."""
     loops = {m: ("compiled", "fit") if m in JAX_FIT_TOO else ("compiled",) for m in FAMILY_EXPERIMENTS.values()}
-    rows = train_in_process(data_dir, "jax", loops)
-    # Learnable self-made data: the simplest models learn it in 3 epochs.
-    assert rows["cnn"]["compiled"][5] > 0.5 and rows["fasttext"]["compiled"][5] > 0.6
+    rows = train_in_process(data_dir, "jax", loops)  # each past its LEARNED floor
+    assert sorted(rows) == sorted(LEARNED)  # every family
 
 
 @pytest.mark.slow
@@ -313,25 +286,10 @@ def test_a_synthetic_search_is_tagged_and_never_reports_accuracy(tmp_path):
 
 @pytest.mark.gpu
 def test_on_a_gpu_the_lstm_runs_as_cudnn_and_the_cnn_on_the_compiled_loop(data_dir, kept_environ):
-    script = f"""
-import json
-from gridbench import datasets
-from gridbench.datasets import find, read
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-rows = {{}}
-small_lstm = {{"vocab_size": 600, "maxlen": 40, "units": 8}}
-for name, dataset, extra in (("bilstm", "imdb", small_lstm), ("cnn", "digits", {{}})):
-    params = {{hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}}
-    params.update(extra, epochs=2, batch_size=16, train_loop="compiled")
-    context = TrialContext(name, params, find.locate(dataset, {str(data_dir)!r}), "gpu", "jax", cpus=4, seed=0,
-                           gpus_per_trial=1.0)
-    out = run_trial({{}}, context).to_dict()
-    rows[name] = [out["status"], out.get("error"), out["tags"].get("device.actual"), out["tags"].get("lstm.cudnn")]
-print(json.dumps(rows))
-"""
     env = {**os.environ, "KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
-    out = run_python("-c", script, capture_output=True, text=True, timeout=600, env=env)
+    out = run_python(
+        str(PROGRAMS / "gpu_lstm_and_cnn.py"), str(data_dir), capture_output=True, text=True, timeout=600, env=env
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = json.loads(out.stdout.splitlines()[-1])
     assert rows["bilstm"] == ["FINISHED", None, "gpu:0", "yes"]

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from clocks import VirtualClock
 
 from gridbench.cli import main
 from gridbench.errors import UserError
@@ -29,6 +30,7 @@ from gridbench.gridsearch.recording import search_params, spec_tags
 from gridbench.gridsearch.resume import expected_tags, locate
 from gridbench.space import OutOfSpace
 from gridbench.spec import load_spec
+from gridbench.tracking import journaled as journaled_module
 from gridbench.tracking import schema
 from gridbench.tracking.journal import Journal, check_journal_dir, read_journal
 from gridbench.tracking.journaled import JournaledRecorder, shorten
@@ -206,10 +208,12 @@ def test_a_full_disk_is_refused_before_anything_is_written(small_fs, capsys, mon
 # --- the disk fills mid-search ----------------------------------------------------------------------------------
 
 
-def test_a_full_store_stops_the_writer_at_once_and_the_journal_keeps_the_rest(small_fs, tmp_path, capsys):
+def test_a_full_store_stops_the_writer_at_once_and_the_journal_keeps_the_rest(small_fs, tmp_path, capsys, monkeypatch):
     plan = digits_plan(f"sqlite:///{small_fs.path / 'mlflow.db'}")
     recorder = start_search(plan, tmp_path / "journal")  # the journal on a disk with room
     recorder.grace_s = 30  # a full store must not be waited for
+    clock = VirtualClock()
+    monkeypatch.setattr(journaled_module, "time", clock)  # the writer's waits, counted rather than waited
     small_fs.fill()
     for index in range(3):
         recorder.record_trial(trial(index), {}, {schema.KIND: "trial"})
@@ -218,9 +222,9 @@ def test_a_full_store_stops_the_writer_at_once_and_the_journal_keeps_the_rest(sm
         time.sleep(0.05)
     assert isinstance(recorder.fault, OutOfSpace) and str(small_fs.path / "mlflow.db") in str(recorder.fault)
     recorder.announce_unsynced = False
-    started = time.monotonic()
     recorder.finish(SUMMARY, SearchStatus.KILLED, "stopped: out of space")
-    assert time.monotonic() - started < 5 and recorder.store_retries == 1  # no retry storm
+    assert clock.slept == 0 and recorder.store_retries == 1  # no retry storm, no wait for the grace
+    assert recorder.unwritten == 3 and recorder.finish_unwritten  # what the store lacks is counted, left to sync
     assert capsys.readouterr().err == ""  # no traceback, no MLflow log: the search's stop says it in one line
     assert len(read_journal(recorder.journal.path).trials) == 3
 
@@ -385,6 +389,21 @@ def test_a_read_only_store_is_reported_and_compared_without_writing(read_only_st
     assert "cannot log the comparison" in compared.stderr and "read-only" in compared.stderr
     assert cpu[:8] in compared.stdout  # the results were printed
     assert {p: p.stat().st_mtime for p in before} == before  # nothing in the store changed
+
+
+def test_the_python_api_compares_through_the_command_lines_path_and_says_why_it_could_not_log(
+    read_only_store, monkeypatch
+):
+    import gridbench
+    from gridbench.tracking import store as tracking_store
+
+    store, (cpu, gpu), _ = read_only_store
+    compared = gridbench.compare(cpu, gpu, tracking_uri=store, allow_mismatch=True, record=False)
+    assert compared.run_id is None and compared.to_dict()["searches"][0]["run_id"] == cpu
+    # This process is root, which file modes do not bind: the store says it is read-only as it would to a user.
+    monkeypatch.setattr(tracking_store, "store_writable", lambda uri: False)
+    with pytest.raises(UserError, match=r"cannot log the comparison to .* \(the store is read-only here\); compare"):
+        gridbench.compare(cpu, gpu, tracking_uri=store, allow_mismatch=True)
 
 
 def test_a_search_into_a_read_only_store_is_still_refused_in_one_line(read_only_store):

@@ -13,7 +13,7 @@ from stores import new_store
 from test_cli import gridbench
 from test_records import _callback, _tune_trial, outcome
 from test_search import runs_of
-from trainings import run_python
+from trainings import PROGRAMS, run_python
 
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, plan_search
@@ -165,36 +165,7 @@ def test_compare_says_which_search_compiled_its_programs_ahead():
 
 
 # --- A fused member against the same configuration alone (JAX on CPU, no Ray) --------------------------------------
-
-SAME_AS_ALONE = """
-import json, sys
-from gridbench import datasets
-from gridbench.datasets import read
-from gridbench.trial.timing import PhaseClock
-from gridbench.workloads import get_workload, keras_mlp, keras_model
-
-reports = {}
-for model in sys.argv[1].split(","):
-    workload = get_workload(model, "test")
-    entry = keras_mlp if model == "mlp" else keras_model.CNN
-    data = read.load(datasets.DataSource("digits"), seed=0, flat=workload.flat_inputs)
-    base = {hp.name: hp.default for hp in workload.hyperparameters}
-    base.update(epochs=3, batch_size=32, train_loop="compiled", optimizer="adam")
-    base.update({"mlp": {"hidden_units": 32, "hidden_layers": 1}, "cnn": {"filters": 4, "dense_units": 16}}[model])
-    members = [dict(base, dropout=d, learning_rate=lr) for d in (0.0, 0.3) for lr in (0.001, 0.01)]
-    seeds = [0, 1, 0, 1]  # repeat 0 and 1 of a seed-0 spec
-    fused = entry.open_fused_session(members, data, seeds)
-    fused.build()
-    clock = PhaseClock(sync=fused.sync)
-    rows = [{"fused": [f["train_loss"], e["test_accuracy"]]} for f, e in zip(fused.fit(clock), fused.evaluate())]
-    for row, member, seed in zip(rows, members, seeds):
-        alone = entry.open_session(member, data, seed=seed)
-        alone.build()
-        row["alone"] = [alone.fit(PhaseClock(sync=alone.sync))["train_loss"], alone.evaluate()["test_accuracy"]]
-    reports[model] = {"rows": rows, "epochs": len(clock.epochs), "device": fused.actual_device(),
-                      "loop": fused.facts()["train_loop"], "samples": fused.train_samples}
-print(json.dumps(reports))
-"""
+# tests/programs/fused_and_alone.py trains them, in a process of its own.
 
 # The same seed, dropout masks and shuffles: only floating-point reassociation in the batched
 # kernels can differ. Measured on JAX 0.10 CPU: identical accuracy, losses within 1e-7.
@@ -210,7 +181,9 @@ def same_as_alone(models: str, env: dict | None = None) -> dict[str, dict]:
     import json
 
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", **(env or {})}
-    result = run_python("-c", SAME_AS_ALONE, models, capture_output=True, text=True, env=env, timeout=600)
+    result = run_python(
+        str(PROGRAMS / "fused_and_alone.py"), models, capture_output=True, text=True, env=env, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

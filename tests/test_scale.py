@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from storereads import program_sources, trial_runs
 from stores import new_store
-from trainings import run_python
+from trainings import PROGRAMS, run_python
 
 from gridbench import compile_cache
 from gridbench.errors import UserError
@@ -101,28 +101,13 @@ def test_data_parallel_search_plans_are_refused_where_they_cannot_run(monkeypatc
 @pytest.mark.slow
 def test_data_parallel_training_splits_each_batch_over_the_devices(kept_environ):
     """Two XLA host devices stand in for two GPUs: the same compiled loop, sharded by Keras' DataParallel."""
-    script = """
-import json
-import math
-from gridbench import datasets
-from gridbench.datasets import find, read
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-rows = {}
-for name in ("mlp", "cnn"):
-    params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
-    params.update(epochs=4, batch_size=32, hidden_units=64, learning_rate=0.003, train_loop="compiled")
-    params.update(optimizer="adam")
-    out = run_trial({}, TrialContext(name, params, find.locate("digits"), "cpu", "jax", cpus=2, seed=0)).to_dict()
-    rows[name] = [out["status"], out.get("error"), out["tags"].get("data_parallel.devices"),
-                  out["metrics"].get("test_accuracy")]
-print(json.dumps(rows))
-"""
     results = {}
     for devices in (1, 2):
         flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"  # conftest's too
         env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
-        out = run_python("-c", script, capture_output=True, text=True, env=env, timeout=600)
+        out = run_python(
+            str(PROGRAMS / "data_parallel_trials.py"), capture_output=True, text=True, env=env, timeout=600
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         results[devices] = json.loads(out.stdout.splitlines()[-1])
     for name in ("mlp", "cnn"):

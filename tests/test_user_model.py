@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from stores import new_store
+from trainings import PROGRAMS
 
 import gridbench
 from gridbench.datasets import user as user_data
@@ -25,28 +27,6 @@ from gridbench.spec import load_spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO_ROOT / "examples" / "digits-cnn.toml"
-
-MODULE = """
-import keras
-
-def build(hp):
-    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(hp["units"], activation="relu"),
-                             keras.layers.Dense(3, activation="softmax")])
-
-def logits(hp):
-    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
-
-def raises(hp):
-    raise ValueError("no such layer size")
-
-def not_a_model(hp):
-    return "a model"
-
-def four_units(hp):
-    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, activation="softmax")])
-
-NOT_CALLABLE = 3
-"""
 
 SPEC = """
 model = "{model}"
@@ -78,7 +58,7 @@ def arrays(**changes):
 @pytest.fixture
 def folder(tmp_path):
     """A folder holding a user's module (my_models.py), data (data.npz) and a spec writer."""
-    (tmp_path / "my_models.py").write_text(MODULE)
+    shutil.copy(PROGRAMS / "user_models.py", tmp_path / "my_models.py")
     np.savez(tmp_path / "data.npz", **arrays())
 
     def write(model="my_models:build", dataset="data.npz", text=SPEC, **extra) -> str:
@@ -292,19 +272,7 @@ def test_list_shows_a_user_experiments_hyperparameters(tmp_path, monkeypatch, ca
 
 
 def test_the_api_is_light_to_import_and_search_and_compare_stay_callable():
-    probe_code = (
-        "import sys, gridbench\n"
-        "assert not [m for m in ('numpy', 'ray', 'keras', 'mlflow') if m in sys.modules], sys.modules.keys()\n"
-        "import gridbench.gridsearch.plan, gridbench.comparison.pairing\n"
-        "assert callable(gridbench.search) and callable(gridbench.compare)\n"
-        "import types\nfrom gridbench import search, compare\n"
-        "assert isinstance(search, types.FunctionType) and isinstance(compare, types.FunctionType)\n"
-        "assert search is gridbench.api.search and compare is gridbench.api.compare\n"
-        "assert gridbench.gridsearch.plan_search and set(gridbench.__all__) >= {'search', 'compare', 'Spec', "
-        "'load_spec', 'UserError'}\n"
-        "try:\n    gridbench.search(42)\nexcept gridbench.UserError as err:\n    print('ERR', err)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", probe_code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, PROGRAMS / "light_api.py"], capture_output=True, text=True, timeout=120)
     assert "ERR search() takes an experiment's name" in result.stdout, result.stderr
 
 

@@ -6,7 +6,7 @@ import os
 import types
 
 import pytest
-from trainings import run_python
+from trainings import PROGRAMS, run_python
 
 
 class _JaxDevice:
@@ -61,24 +61,8 @@ def test_the_compiled_loop_trains_the_same_keras_model_as_fit():
     """Same model, optimizer and data; only the loop differs, so accuracy must land alike."""
     pytest.importorskip("jax")
 
-    script = """
-from gridbench import datasets
-from gridbench.datasets import find, read
-from gridbench.trial.timing import PhaseClock
-from gridbench.workloads import keras_mlp
-data = read.load(datasets.DataSource("digits"), seed=0)
-hp = dict(epochs=4, batch_size=32, hidden_units=64, hidden_layers=1, dropout=0.2, learning_rate=0.01, optimizer="adam")
-for loop in ("fit", "compiled"):
-    session = keras_mlp.open_session({**hp, "train_loop": loop}, data, seed=0)
-    session.build()
-    clock = PhaseClock(sync=session.sync)
-    loss = session.fit(clock)["train_loss"]
-    facts = session.facts()
-    print(loop, session.actual_device(), facts["train_loop"], session.train_samples, len(clock.epochs),
-          round(loss, 3), round(session.evaluate()["test_accuracy"], 3))
-"""
     env = {**__import__("os").environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    out = run_python("-c", script, capture_output=True, text=True, env=env, timeout=300)
+    out = run_python(str(PROGRAMS / "fit_and_compiled_loops.py"), capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()}
     fit, compiled = rows["fit"], rows["compiled"]
@@ -95,24 +79,6 @@ def test_a_reused_program_trains_exactly_as_a_fresh_one(kept_environ, device):
     pytest.importorskip("jax")
     import json
 
-    script = """
-import json, sys
-from gridbench.datasets import find
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-device = sys.argv[3]
-configs = {"a": {"learning_rate": 0.003, "dropout": 0.1}, "b": {"learning_rate": 0.001, "dropout": 0.3}}
-for name in sys.argv[1].split(","):
-    params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
-    params.update(epochs=3, batch_size=32, train_loop="compiled", optimizer="adam", hidden_units=32)
-    context = TrialContext(name, params, find.locate("digits"), device, "jax", cpus=2, seed=0,
-                           gpus_per_trial=1.0 if device == "gpu" else 0.0)
-    for c in sys.argv[2].split(","):
-        out = run_trial(configs[c], context).to_dict()
-        m = out["metrics"]
-        print(json.dumps([name, c, out["status"], out["tags"].get("program.reused"), m.get("compile_s"),
-                          m.get("test_accuracy"), m.get("train_loss"), out["tags"].get("device.actual")]))
-"""
     env = {**os.environ, "KERAS_BACKEND": "jax"}
     # On a GPU, XLA's reductions may use atomics, so two runs of one executable differ in rounding
     # (0.9% in loss after 3 epochs, measured on an H100) unless it is told to be deterministic.
@@ -120,7 +86,9 @@ for name in sys.argv[1].split(","):
     env.update({"JAX_PLATFORMS": "cpu"} if device == "cpu" else gpu)
     # One worker (one process, as a Ray worker trains trial after trial), each model in turn: b compiles its
     # program, a and then b again find it compiled.
-    out = run_python("-c", script, "mlp,cnn", "b,a,b", device, capture_output=True, text=True, env=env)
+    out = run_python(
+        str(PROGRAMS / "reused_programs.py"), "mlp,cnn", "b,a,b", device, capture_output=True, text=True, env=env
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
     for name in ("mlp", "cnn"):
@@ -145,26 +113,12 @@ def test_a_program_from_an_earlier_searchs_cache_is_said_so_and_trains_exactly_a
     pytest.importorskip("jax")
     import json
 
-    script = """
-import json, sys
-from gridbench.datasets import find
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-params = {hp.name: hp.default for hp in WORKLOADS["mlp"].hyperparameters}
-params.update(epochs=2, batch_size=32, optimizer="adam", hidden_units=32)
-data = find.locate("digits")
-for loop in ("compiled", "fit"):
-    context = TrialContext("mlp", {**params, "train_loop": loop}, data, "cpu", "jax", cpus=2, seed=0,
-                           compile_cache_dir=sys.argv[1])
-    out = run_trial({"learning_rate": 0.003, "dropout": 0.1}, context).to_dict()
-    m = out["metrics"]
-    print(json.dumps([loop, out["status"], out["tags"].get("program.reused"), out["tags"].get("program.cached"),
-                      m.get("warmup_epoch_s"), m.get("compile_s"), m.get("test_accuracy"), m.get("train_loss")]))
-"""
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     runs = []
     for _ in ("earlier search", "later search"):
-        out = run_python("-c", script, str(tmp_path / "cache"), capture_output=True, text=True, env=env)
+        out = run_python(
+            str(PROGRAMS / "cached_programs.py"), str(tmp_path / "cache"), capture_output=True, text=True, env=env
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
         runs.append({row[0]: row[1:] for row in rows})
@@ -185,36 +139,10 @@ def test_a_reused_fit_program_is_not_retraced_and_trains_exactly_as_a_fresh_one(
     pytest.importorskip(backend)
     import json
 
-    script = """
-import json, sys
-import keras
-from gridbench.datasets import find
-from gridbench.trial import TrialContext, run_trial
-from gridbench.workloads import WORKLOADS
-from gridbench.workloads.programs import PROGRAMS
-traces = [0]
-train_step = keras.Model.train_step
-def counted(self, *args, **kwargs):  # Keras calls it only while tracing its jit- or tf.function-compiled step
-    traces[0] += 1
-    return train_step(self, *args, **kwargs)
-keras.Model.train_step = counted
-configs = {"a": {"learning_rate": 0.003, "dropout": 0.1}, "b": {"learning_rate": 0.001, "dropout": 0.3}}
-for name in ("mlp", "cnn"):  # SciKeras' estimator, and a family's KerasFitSession
-    params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
-    small = dict(hidden_units=32, filters=8, dense_units=16)
-    params.update(epochs=2, batch_size=64, train_loop="fit", optimizer="adam", **small)
-    context = TrialContext(name, params, find.locate("digits"), "cpu", sys.argv[1], cpus=2, seed=0)
-    for trial in ("a", "b", "fresh b"):
-        if trial == "fresh b":
-            PROGRAMS.clear()  # as a new worker: nothing kept
-        before = traces[0]
-        out = run_trial(configs[trial[-1]], context).to_dict()
-        m = out["metrics"]
-        print(json.dumps([name, trial, out["status"], out["tags"].get("program.reused"), traces[0] - before,
-                          "compile_s" in m, m.get("warmup_epoch_s"), m.get("test_accuracy"), m.get("train_loss")]))
-"""
     env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"}
-    out = run_python("-c", script, backend, capture_output=True, text=True, env=env, timeout=300)
+    out = run_python(
+        str(PROGRAMS / "retraced_fit_programs.py"), backend, capture_output=True, text=True, env=env, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
     rows = {tuple(row[:2]): row for row in printed}

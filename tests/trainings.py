@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 RAY_WORKER_NICENESS = 15
+PROGRAMS = Path(__file__).resolve().parent / "programs"  # the programs tests run (linted and formatted as code)
 
 
 def run_python(*args: str, **kwargs) -> subprocess.CompletedProcess:

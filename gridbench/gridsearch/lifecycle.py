@@ -264,14 +264,14 @@ class Watchdog:
     does not reach it), with the search's directory; `guard` hands it the processes Ray
     started, by PID and start time, through its stdin. If the driver dies without `leave`,
     the pipe closes and the watchdog ends them and removes the directory (unless kept).
-    A stdlib script run with `python -S`: it starts in tens of milliseconds.
+    A script of the standard library and psutil, which reads the process tree for both.
     """
 
     SCRIPT = Path(__file__).with_name("watchdog.py")
 
     def __init__(self, directory: SearchDirectory):
         self._process = subprocess.Popen(
-            [sys.executable, "-S", str(self.SCRIPT), str(directory.path), "keep" if directory.keep else "remove"],
+            [sys.executable, str(self.SCRIPT), str(directory.path), "keep" if directory.keep else "remove"],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=None,  # the driver's: where the end of a search whose node died is said (node_death)

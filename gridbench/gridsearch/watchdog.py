@@ -1,4 +1,4 @@
-"""Ends what a search started once its driver has been killed outright (SIGKILL): run as a script, stdlib only.
+"""Ends what a search started once its driver has been killed outright (SIGKILL): run as a script, stdlib and psutil.
 
 A driver killed by SIGKILL cannot clean up, and Ray's processes (GCS, raylet, agents,
 workers) and the search's directory outlived it. The driver starts this script in a
@@ -14,7 +14,8 @@ End of input without `leave` means the driver is gone (the kernel closes its end
 the pipe however it died). The watchdog then ends each noted process still running
 with the same start time (a reused pid is not ours), with every descendant of theirs
 (workers that a raylet started after the list was sent): SIGTERM, then SIGKILL after
-a grace period. Never by name. Then it removes the search's directory unless told to keep it.
+a grace period. Never by name. Then it removes the search's directory unless told to keep it. The process
+tree is psutil's reading, as the driver's own (gridbench.gridsearch.lifecycle.OwnProcesses).
 
 A driver that Ray itself ended because the search's node died (its raylet's shutdown was triggered, as when its
 agent is killed: the raylet fate-shares with it, and the driver's core worker exits at once when its object
@@ -22,12 +23,11 @@ store goes) gets
 the end a stop would have had: `python -m gridbench.gridsearch.node_death JSON` writes the journal's trials to
 the store, marks the parent KILLED and prints the one line, on the driver's stderr, before the directory goes.
 
-    python -S watchdog.py DIRECTORY keep|remove
+    python watchdog.py DIRECTORY keep|remove
 """
 
 from __future__ import annotations
 
-import functools
 import glob
 import os
 import shutil
@@ -35,50 +35,44 @@ import signal
 import sys
 import time
 
+import psutil
+
 GRACE_S = 3.0
 NODE_DEATH_WAIT_S = 1.0  # how long a raylet may take to show that it is ending after the driver died
 
 
-@functools.cache
-def _clock_ticks() -> int:
-    return os.sysconf("SC_CLK_TCK")
-
-
-@functools.cache
-def _boot_time() -> float:
-    with open("/proc/stat") as stat:
-        return float(next(line.split()[1] for line in stat if line.startswith("btime")))
-
-
-def _stat(pid: int) -> tuple[str, int, float] | None:
-    """(state, parent pid, start time as Unix time) of a running process, or None."""
+def _process(pid: int, started: float):
+    """The running process `pid` if it is the one noted (the same start time: a reused pid is not ours), else None."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-    except (OSError, IndexError):
-        return None
-    return fields[0], int(fields[1]), _boot_time() + int(fields[19]) / _clock_ticks()
+        process = psutil.Process(pid)
+        if abs(process.create_time() - started) < 0.05 and process.status() != psutil.STATUS_ZOMBIE:
+            return process
+    except psutil.Error:
+        pass
+    return None
 
 
 def _alive(pid: int, started: float) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] != "Z" and abs(stat[2] - started) < 0.05
+    return _process(pid, started) is not None
 
 
 def _with_descendants(roots: dict[int, float]) -> dict[int, float]:
-    """The noted processes still running, and every process below them."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[0] != "Z":
-            table[int(entry)] = stat
-    found = {pid: started for pid, started in roots.items() if _alive(pid, started)}
-    frontier = list(found)
-    while frontier:
-        parent = frontier.pop()
-        for pid, (_, ppid, started) in table.items():
-            if ppid == parent and pid not in found:
-                found[pid] = started
-                frontier.append(pid)
+    """The noted processes still running, and every process below them (psutil reads the tree)."""
+    found = {}
+    for pid, started in roots.items():
+        process = _process(pid, started)
+        if process is None:
+            continue
+        found[pid] = started
+        try:
+            below = process.children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in below:
+            try:
+                found.setdefault(child.pid, child.create_time())
+            except psutil.Error:
+                pass
     return found
 
 

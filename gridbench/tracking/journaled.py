@@ -112,7 +112,7 @@ class JournaledRecorder:
                         f"the store {self.store.tracking_uri} stopped answering as the search began "
                         f"({self.last_error}); nothing ran; try again once it answers"
                     ) from None
-                time.sleep(_BACKOFF_S[attempt])
+                time.sleep(backoff_s(attempt))
         self.journal.append("parent", run_id=self.store.parent_run_id, experiment_id=self.store.experiment_id)
         self._writer.start()
         return self.store.parent_run_id
@@ -267,7 +267,7 @@ class JournaledRecorder:
                     return True
             if self._ending.is_set() and time.monotonic() - self._last_progress > self.grace_s:
                 return False
-            time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            time.sleep(backoff_s(attempt))
             attempt += 1
 
     def _count_unwritten(self, kind: str, trial_id: str | None) -> None:
@@ -276,6 +276,11 @@ class JournaledRecorder:
             self.lost += trial_id in self.unjournaled
         else:
             self.finish_unwritten = True
+
+
+def backoff_s(attempt: int) -> float:
+    """The wait after failed attempt `attempt` (from 0), for both of the writer's retries: 0.5, 1, 2, 4 s, then 4 s."""
+    return _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
 
 
 def _refused(err: BaseException) -> bool:
