@@ -53,7 +53,7 @@ DECLARED = re.compile(r"<!--\s*figures\b(.*?)-->", re.DOTALL)
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 INDENTED = re.compile(r"(?:^(?: {4}|\t).*\n?)+", re.MULTILINE)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
-BINARY = {".png", ".jpg", ".svg", ".db", ".npz", ".pkl"}
+BINARY = {".png", ".jpg", ".svg", ".db", ".npz", ".pkl", ".gz"}
 
 
 @dataclass(frozen=True)
