@@ -21,7 +21,7 @@ from gridbench.space import OutOfSpace
 class Planned:
     """What the stand-in planner returns: enough of a plan for search() to hand to run_search."""
 
-    def __init__(self, spec, options):
+    def __init__(self, spec, options, *_):  # the planner's callbacks (Ray's start beside the user check): unused
         self.spec, self.options = spec, options
 
 
@@ -58,7 +58,7 @@ def process_state() -> tuple[dict[str, str], dict[int, object]]:
 
 
 def test_a_search_gives_back_the_callers_environment_and_signal_handlers(stand_in, monkeypatch):
-    def runs(plan, observer=None):
+    def runs(plan, observer=None, **_):
         what_a_search_changes(plan)
         return object()
 
@@ -83,7 +83,7 @@ def test_a_stopped_search_raises_a_user_error_and_gives_back_the_process(
 ):
     stop.hint = "search abc KILLED with 1 of 4 trials finished; continue it with `gridbench search digits --resume abc`"
 
-    def stopped(plan, observer=None):
+    def stopped(plan, observer=None, **_):
         what_a_search_changes(plan)
         raise stop
 

@@ -334,7 +334,7 @@ def test_the_api_and_the_command_line_check_a_users_model_while_ray_starts(monke
     spans.clear()
     monkeypatch.setattr(gridsearch, "run_search", planned)
     with pytest.raises(Planned):
-        cli.main(["search", str(EXAMPLE), "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"])
+        cli.main(["search", str(EXAMPLE), "--tracking-uri", f"sqlite:///{tmp_path}/cli.db"])  # a store of its own
     (check_start, check_end, _), (ray_start, ray_end, _) = spans["check"], spans["ray"]
     assert check_start < ray_end and ray_start < check_end
 
