@@ -169,8 +169,12 @@ def test_compare_says_which_search_compiled_its_programs_ahead():
 
 # The same seed, dropout masks and shuffles: only floating-point reassociation in the batched
 # kernels can differ. Measured on JAX 0.10 CPU: identical accuracy, losses within 1e-7.
-ACCURACY_TOLERANCE = {"cpu": 0.01, "gpu": 0.03}  # one test sample in 450 is 0.0022
-LOSS_RELATIVE_TOLERANCE = {"cpu": 1e-3, "gpu": 1e-2}
+# One test sample in 450 is 0.0022. On a GPU the same configuration trained alone twice differed by up to 18 samples
+# (CNN; XLA's GPU kernels are not deterministic) and by 2.5% in loss, fused against alone by up to 9 samples and 1.1%
+# (4 seeds x 4 members, benchmarks/fused_spread.py, docs/results/h100-gpu-tests/fused-spread-gpu.json): the GPU's
+# tolerance is its own run-to-run spread, 18 + 2 samples and 1.5 x 2.5%. The MLP differed by none on either device.
+ACCURACY_TOLERANCE = {"cpu": 0.01, "gpu": 0.045}
+LOSS_RELATIVE_TOLERANCE = {"cpu": 1e-3, "gpu": 0.04}
 # On a GPU a vmapped convolution runs other cuDNN kernels than a single one. Seen on an H100,
 # the CNN: losses within 4.3e-3 (relative) after 3 epochs, and 6 to 11 of 450 borderline
 # test samples falling the other way (0.0133 and 0.0244 of accuracy, two runs).
@@ -216,7 +220,7 @@ def test_a_fused_configuration_trains_as_it_does_alone_with_the_same_seed(model,
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
 def test_on_a_gpu_a_fused_configuration_trains_as_it_does_alone(model):
-    """GPU kernels may reassociate differently when batched; the tolerance is the same."""
+    """A GPU's kernels differ from run to run: the tolerance is their measured spread (ACCURACY_TOLERANCE)."""
     assert_same_as_alone(same_as_alone(model, {"JAX_PLATFORMS": ""})[model], "gpu:0")
 
 
