@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 from gridbench import account
 from gridbench.errors import UserError
 from gridbench.tracking import schema
-from gridbench.tracking.read import SearchRun
+from gridbench.tracking.stored_searches import SearchRun
 
 KEYS = ("epochs", "configs", "repeats", "concurrency")
 BOOTSTRAP_SAMPLES = 2000
