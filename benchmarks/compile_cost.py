@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     t = time.perf_counter()
     import jax, keras, numpy as np
     from gridbench.datasets import DataSource
-    from gridbench.datasets.read import load
+    from gridbench.datasets.trial_data import load
     from gridbench.workloads import keras_compiled as kc
     from gridbench.workloads.keras_mlp import build_mlp
     imports_s = time.perf_counter() - t

@@ -43,7 +43,7 @@ def main() -> int:
     import gridbench.cli as cli
     import gridbench.gridsearch as search
     import gridbench.gridsearch.ray_session as ray_session
-    import gridbench.gridsearch.run as run
+    import gridbench.gridsearch.search_runner as run
 
     # Each where its caller looks it up (run_search's steps are in run.py's namespace).
     steps = [(ray_session, "_start_ray"), (ray_session, "open_store"), (run, "recording_callback"), (run, "fit")]

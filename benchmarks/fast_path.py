@@ -39,7 +39,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from gridbench import environment  # noqa: E402
-from gridbench.datasets import find, read  # noqa: E402
+from gridbench.datasets import find, trial_data  # noqa: E402
 from gridbench.trial.timing import PhaseClock  # noqa: E402
 from gridbench.workloads import keras_compiled, keras_mlp  # noqa: E402
 
@@ -206,7 +206,7 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
 
-    data = read.load(find.locate(args.dataset, args.data_dir), seed=0)
+    data = trial_data.load(find.locate(args.dataset, args.data_dir), seed=0)
     device = jax.devices()[0]
     print(
         f"device {device.platform}:{device.id} ({device.device_kind}); jax {jax.__version__}, keras {keras.__version__}"

@@ -83,7 +83,7 @@ def run_one(
     name: str, experiment: str, arguments: list[str], out: Path, data_dir: str | None, compile_cache: str
 ) -> dict:
     """One search in a fresh process; its parent run and trials read back from the store."""
-    from gridbench.tracking.read import read_search
+    from gridbench.tracking.stored_searches import read_search
 
     store = f"sqlite:///{(out / 'mlflow.db').resolve()}"
     command = [sys.executable, "-m", "gridbench", "search", experiment, *arguments, "--tracking-uri", store]

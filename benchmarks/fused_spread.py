@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAIN = """
 import json, sys
 from gridbench import datasets
-from gridbench.datasets import read
+from gridbench.datasets import trial_data
 from gridbench.trial.timing import PhaseClock
 from gridbench.workloads import get_workload, keras_mlp, keras_model
 
@@ -38,7 +38,7 @@ models, seeds = sys.argv[1].split(","), [int(s) for s in sys.argv[2].split(",")]
 for model in models:
     workload = get_workload(model, "benchmark")
     entry = keras_mlp if model == "mlp" else keras_model.CNN
-    data = read.load(datasets.DataSource("digits"), seed=0, flat=workload.flat_inputs)
+    data = trial_data.load(datasets.DataSource("digits"), seed=0, flat=workload.flat_inputs)
     base = {hp.name: hp.default for hp in workload.hyperparameters}
     base.update(epochs=3, batch_size=32, train_loop="compiled", optimizer="adam")
     base.update({"mlp": {"hidden_units": 32, "hidden_layers": 1}, "cnn": {"filters": 4, "dense_units": 16}}[model])

@@ -42,7 +42,7 @@ def sleeping_trial(config, context):
 def gridbench_makespan(args) -> float:
     from gridbench.gridsearch import SearchOptions, plan_search, run_search
     from gridbench.spec import load_spec
-    from gridbench.tracking.memory import MemoryRecorder
+    from gridbench.tracking.memory_recorder import MemoryRecorder
 
     spec = load_spec("digits")
     grid = {"hidden_units": tuple(range(8, 8 + args.trials)), "learning_rate": (0.01,)}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from gridbench.comparison.pairing import Comparison
     from gridbench.gridsearch.plan import SearchOptions
-    from gridbench.gridsearch.run import SearchResult
+    from gridbench.gridsearch.search_runner import SearchResult
     from gridbench.spec import ExperimentSpec
 
 

@@ -708,8 +708,8 @@ def _compare(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from gridbench.tracking import latest_searches, resolve_tracking_uri
-    from gridbench.tracking.read import is_pilot
     from gridbench.tracking.store import check_store_exists
+    from gridbench.tracking.stored_searches import is_pilot
 
     uri = resolve_tracking_uri(args.tracking_uri)
     check_store_exists(uri)
@@ -784,7 +784,7 @@ def _pilot_checks(comparison, tracking_uri: str, args: argparse.Namespace) -> li
     from gridbench.comparison import pilot, spread
     from gridbench.comparison.pairing import search_price
     from gridbench.comparison.prices import PriceTable
-    from gridbench.tracking.read import pilots_for
+    from gridbench.tracking.stored_searches import pilots_for
 
     prices, found = PriceTable.load(args.prices, args.price), []
     for search in comparison.searches:

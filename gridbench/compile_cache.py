@@ -80,10 +80,10 @@ def max_size_bytes() -> int:
 
 def unusable(path: str) -> str | None:
     """Why the persistent directory cannot take programs (created if missing), or None if it can."""
-    from gridbench import space
+    from gridbench import disk_space
 
     try:
-        space.probe_directory(path)
+        disk_space.probe_directory(path)
     except OSError as err:
         return err.strerror or type(err).__name__
     return None

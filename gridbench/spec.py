@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from gridbench.errors import UserError
 from gridbench.workloads import Value, Workload, get_workload
-from gridbench.workloads.user import UserModel, is_model_reference, user_model
+from gridbench.workloads.user_model import UserModel, is_model_reference, user_model
 
 if TYPE_CHECKING:  # numpy: imported only for a user's own data
-    from gridbench.datasets.user import UserData
+    from gridbench.datasets.user_data import UserData
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
 
@@ -47,7 +47,7 @@ _TOP_LEVEL_KEYS = (
     "params",
     "grid",
 )
-_TOP_LEVEL_KEYS += ("hyperparameters",)  # a user's own model's (gridbench.workloads.user)
+_TOP_LEVEL_KEYS += ("hyperparameters",)  # a user's own model's (gridbench.workloads.user_model)
 
 
 @dataclass(frozen=True)
@@ -271,7 +271,7 @@ def parse_spec(data: Mapping[str, Any], name: str, source: str, base_dir: str | 
 
 def _user_data(dataset: Any, source: str, base_dir: str | None):
     """A user's own data (an .npz, "module:function", a function, arrays), or None for a built-in dataset."""
-    from gridbench.datasets.user import is_user_dataset, user_data
+    from gridbench.datasets.user_data import is_user_dataset, user_data
 
     return user_data(dataset, source, base_dir) if is_user_dataset(dataset) else None
 

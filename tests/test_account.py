@@ -14,7 +14,7 @@ from gridbench.comparison.prices import PriceTable
 from gridbench.comparison.projection import parse_sizes
 from gridbench.errors import UserError
 from gridbench.tracking import schema
-from gridbench.tracking.memory import MemoryRecorder
+from gridbench.tracking.memory_recorder import MemoryRecorder
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus, TrialStatus
 

@@ -14,8 +14,8 @@ import pytest
 
 import gridbench
 from gridbench import cli, gridsearch
+from gridbench.disk_space import OutOfSpace
 from gridbench.gridsearch.lifecycle import EXIT_OUT_OF_SPACE, SearchInterrupted, SearchOutOfSpace
-from gridbench.space import OutOfSpace
 
 
 class Planned:

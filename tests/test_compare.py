@@ -15,7 +15,7 @@ from gridbench.comparison.pairing import time_to_target
 from gridbench.comparison.prices import PriceTable
 from gridbench.comparison.statistics import geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
-from gridbench.tracking.read import SearchRun, TrialRun
+from gridbench.tracking.stored_searches import SearchRun, TrialRun
 
 PRICES = PriceTable(cpu_core_hour=0.05, gpu_hour={"NVIDIA H100": 3.0}, source="test")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gridbench import datasets
-from gridbench.datasets import find, read
+from gridbench.datasets import find, trial_data
 from gridbench.errors import UserError
 
 
@@ -110,7 +110,7 @@ def test_framework_output_is_held_back_before_a_user_error_and_shown_for_a_bug(c
 
 
 def test_digits_are_bundled_and_split_stratified():
-    data = read.load(find.locate("digits"), seed=0)
+    data = trial_data.load(find.locate("digits"), seed=0)
     assert data.x_train.dtype == np.float32 and data.x_train.shape[1] == 64
     assert len(data.x_train) + len(data.x_test) == 1797
     assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0
@@ -118,7 +118,7 @@ def test_digits_are_bundled_and_split_stratified():
 
 
 def test_real_mnist_loads_scaled_and_flat(mnist_dir):
-    data = read.load(find.locate("mnist", str(mnist_dir)), seed=0)
+    data = trial_data.load(find.locate("mnist", str(mnist_dir)), seed=0)
     assert data.x_train.shape == (60000, 784) and data.x_test.shape == (10000, 784)
     assert data.x_train.dtype == np.float32 and data.x_train.max() == 1.0
     # The label counts the README beside the file gives.
@@ -135,11 +135,11 @@ def test_a_tampered_pickle_in_a_dataset_file_is_refused_not_run(tmp_path):
     # Any global but numpy's (not print: Ray replaces builtins.print in a process that imported it).
     (folder / "test_batch").write_bytes(pickle.dumps({b"data": os.system, b"labels": []}))
     with pytest.raises(pickle.UnpicklingError, match=r"refusing to unpickle (posix|os)\.system"):
-        read.load(find.locate("cifar10", str(tmp_path)), seed=0, flat=False)
+        trial_data.load(find.locate("cifar10", str(tmp_path)), seed=0, flat=False)
     imdb = make_imdb(tmp_path / "imdb")
     with np.load(imdb, allow_pickle=True) as archive:
         arrays = {key: archive[key] for key in archive.files}
     arrays["x_test"] = np.array([os.system], dtype=object)
     np.savez(imdb, **arrays)
     with pytest.raises(pickle.UnpicklingError, match=r"refusing to unpickle (posix|os)\.system"):
-        read.load(find.locate("imdb", str(tmp_path / "imdb")), seed=0, flat=False)
+        trial_data.load(find.locate("imdb", str(tmp_path / "imdb")), seed=0, flat=False)

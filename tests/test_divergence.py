@@ -12,7 +12,7 @@ from gridbench.gridsearch import SearchOptions, SearchResult, plan_search
 from gridbench.gridsearch.summary import summarise
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
-from gridbench.tracking.memory import MemoryRecorder
+from gridbench.tracking.memory_recorder import MemoryRecorder
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import SearchStatus, TrialStatus
 from gridbench.trial.outcome import TrialOutcome

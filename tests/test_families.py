@@ -16,7 +16,7 @@ from stores import new_store
 from trainings import PROGRAMS, run_python
 
 from gridbench import datasets
-from gridbench.datasets import find, read
+from gridbench.datasets import find, trial_data
 from gridbench.errors import UserError
 from gridbench.spec import load_spec
 from gridbench.workloads import WORKLOADS
@@ -49,7 +49,7 @@ def test_every_family_has_an_experiment_on_its_dataset():
 
 
 def test_cifar10_loads_channels_last_and_scaled(data_dir):
-    data = read.load(find.locate("cifar10", str(data_dir)), seed=0, flat=False)
+    data = trial_data.load(find.locate("cifar10", str(data_dir)), seed=0, flat=False)
     assert data.x_train.shape == (200, 32, 32, 3) and data.x_test.shape == (40, 32, 32, 3)
     assert data.x_train.dtype == np.float32 and 0 <= data.x_train.min() and data.x_train.max() <= 1
     # datafiles brightens plane (label % 3): channel-last order must keep that plane.
@@ -59,7 +59,7 @@ def test_cifar10_loads_channels_last_and_scaled(data_dir):
 
 def test_imdb_is_encoded_as_keras_encodes_it(data_dir):
     raw = np.load(data_dir / "imdb.npz", allow_pickle=True)["x_train"]
-    data = read.load(find.locate("imdb", str(data_dir)), 0, flat=False, options={"vocab_size": 200, "maxlen": 80})
+    data = trial_data.load(find.locate("imdb", str(data_dir)), 0, flat=False, options={"vocab_size": 200, "maxlen": 80})
     assert data.x_train.shape == (64, 80) and data.x_train.dtype == np.int32 and data.num_classes == 2
     first = data.x_train[0][data.x_train[0] > 0]
     expected = [1] + [w + 3 if w + 3 < 200 else 2 for w in raw[0]]  # start mark, shifted, out of vocabulary
@@ -68,7 +68,7 @@ def test_imdb_is_encoded_as_keras_encodes_it(data_dir):
 
 
 def test_text_sequences_predict_the_next_character(data_dir):
-    data = read.load(find.locate("nietzsche", str(data_dir)), 0, flat=False, options={"maxlen": 10})
+    data = trial_data.load(find.locate("nietzsche", str(data_dir)), 0, flat=False, options={"maxlen": 10})
     text = (data_dir / "nietzsche.txt").read_text().lower().replace("\n", " ")
     alphabet = sorted(set(text))
     decode = lambda row: "".join(alphabet[i] for i in row)  # noqa: E731
@@ -99,13 +99,13 @@ def test_an_incomplete_cifar10_folder_is_a_user_error(tmp_path):
 @pytest.mark.parametrize("name", datasets.DATASETS)
 def test_synthetic_data_has_the_real_shapes_and_label_count(name):
     shape = datasets.SHAPES[name]
-    data = read.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
+    data = trial_data.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
     assert data.synthetic and data.num_classes == shape.num_classes
     assert len(data.x_train) == shape.train and len(data.x_test) == shape.test
     expected = shape.sample_shape if shape.kind == "image" else (12,)
     assert data.x_train.shape[1:] == expected
     assert set(np.unique(data.y_train)) == set(range(shape.num_classes))
-    again = read.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
+    again = trial_data.synthetic(name, seed=1, options={"maxlen": 12, "vocab_size": 300})
     assert np.array_equal(again.x_test, data.x_test)  # seeded
 
 

@@ -23,12 +23,12 @@ import pytest
 from clocks import VirtualClock
 
 from gridbench.cli import main
+from gridbench.disk_space import OutOfSpace
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, plan_search
 from gridbench.gridsearch.lifecycle import EXIT_OUT_OF_SPACE, SearchOutOfSpace
 from gridbench.gridsearch.recording import search_params, spec_tags
 from gridbench.gridsearch.resume import expected_tags, locate
-from gridbench.space import OutOfSpace
 from gridbench.spec import load_spec
 from gridbench.tracking import journaled as journaled_module
 from gridbench.tracking import schema

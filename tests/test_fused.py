@@ -20,7 +20,7 @@ from gridbench.gridsearch import SearchOptions, plan_search
 from gridbench.gridsearch.fusion import fused_groups, fused_loops
 from gridbench.spec import load_spec, parse_spec
 from gridbench.tracking import schema
-from gridbench.tracking.memory import MemoryRecorder
+from gridbench.tracking.memory_recorder import MemoryRecorder
 
 # --- Grouping (pure) -----------------------------------------------------------------------------------------------
 

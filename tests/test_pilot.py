@@ -12,7 +12,7 @@ from gridbench.comparison.pairing import search_price
 from gridbench.gridsearch import pilot as planning
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
-from gridbench.tracking.memory import MemoryRecorder
+from gridbench.tracking.memory_recorder import MemoryRecorder
 from gridbench.tracking.records import SearchSummary, TrialRecord, params_key
 from gridbench.tracking.schema import SearchStatus, TrialStatus
 

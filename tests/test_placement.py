@@ -11,7 +11,7 @@ from gridbench import environment
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, placement, plan_search
 from gridbench.spec import load_spec
-from gridbench.trial import TrialContext, configure_process, gpu_monitor, memory, run_trial
+from gridbench.trial import TrialContext, configure_process, gpu_memory, gpu_monitor, run_trial
 
 pytestmark = pytest.mark.usefixtures("kept_environ")  # configure_process sets variables
 
@@ -69,15 +69,15 @@ def test_the_cluster_check_needs_one_node_that_holds_a_whole_trial():
 
 
 def test_each_backend_gets_a_memory_policy_for_its_share():
-    assert memory.memory_fraction(1) == 0.9
-    assert memory.memory_fraction(0.25) == 0.225
-    assert memory.memory_fraction(2) == 0.9  # a share of each of its GPUs, not of two
-    assert memory.memory_environment("jax", 0.125) == {
+    assert gpu_memory.memory_fraction(1) == 0.9
+    assert gpu_memory.memory_fraction(0.25) == 0.225
+    assert gpu_memory.memory_fraction(2) == 0.9  # a share of each of its GPUs, not of two
+    assert gpu_memory.memory_environment("jax", 0.125) == {
         "XLA_PYTHON_CLIENT_PREALLOCATE": "true",
         "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.1125",
     }
-    assert memory.memory_environment("tensorflow", 0.5) == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-    assert memory.memory_environment("torch", 0.5) == {}  # capped after import, in keras_mlp.prepare
+    assert gpu_memory.memory_environment("tensorflow", 0.5) == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    assert gpu_memory.memory_environment("torch", 0.5) == {}  # capped after import, in keras_mlp.prepare
 
 
 def _pretend_gpus(monkeypatch, count, cores=16):

@@ -12,10 +12,10 @@ from gridbench.gridsearch import SearchOptions, plan_search
 from gridbench.gridsearch.summary import summarise
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
-from gridbench.tracking.memory import MemoryRecorder
-from gridbench.tracking.read import SearchRun
+from gridbench.tracking.memory_recorder import MemoryRecorder
 from gridbench.tracking.records import TrialRecord
 from gridbench.tracking.schema import Kind, On, SearchStatus, TrialStatus
+from gridbench.tracking.stored_searches import SearchRun
 from gridbench.trial.outcome import MalformedOutcome, TrialOutcome
 
 

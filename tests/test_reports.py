@@ -15,7 +15,7 @@ from gridbench.comparison import report as compare_report
 from gridbench.comparison.prices import PriceTable
 from gridbench.scale import ScaleRequest, ScaleResult
 from gridbench.scale import report as scale_report
-from gridbench.scale.run import scale_rows
+from gridbench.scale.scale_runner import scale_rows
 from gridbench.spec import load_spec
 
 

@@ -19,7 +19,7 @@ from gridbench import compile_cache
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions
 from gridbench.scale import ScaleRequest, parse_counts, plan_scale
-from gridbench.scale.run import scale_rows
+from gridbench.scale.scale_runner import scale_rows
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
 from gridbench.tracking.records import SearchSummary, TrialRecord
@@ -212,7 +212,7 @@ def test_steady_efficiency_compares_the_counts_steady_cost_and_the_table_shows_e
 
 def test_amdahl_predicts_each_count_from_the_smallest_count_s_account_and_projects_unmeasured_counts():
     from gridbench import account
-    from gridbench.scale.run import amdahl_efficiency, projected_counts
+    from gridbench.scale.scale_runner import amdahl_efficiency, projected_counts
 
     parts = dict.fromkeys(account.PARTS, 0.0) | {"startup_s": 10.0, "training_s": 60.0, "end_s": 2.0}
     # Makespan 70 s, of which the trials' steady 60 s divide: parallel fraction 6/7.

@@ -21,7 +21,7 @@ from stores import new_store
 from trainings import PROGRAMS
 
 import gridbench
-from gridbench.datasets import user as user_data
+from gridbench.datasets import user_data
 from gridbench.errors import UserError
 from gridbench.spec import load_spec
 

@@ -43,13 +43,13 @@ def test_the_estimator_runs_under_gridsearchcv():
     """The estimator a trial trains is the one a user would hand to scikit-learn."""
     from sklearn.model_selection import GridSearchCV
 
-    from gridbench.datasets import find, read
+    from gridbench.datasets import find, trial_data
     from gridbench.spec import load_spec
     from gridbench.workloads.keras_mlp import make_estimator
 
     spec = load_spec("digits")
     hyperparameters = {**spec.params, "hidden_units": 16, "learning_rate": 0.01, "epochs": 2}
-    data = read.load(find.locate("digits"), seed=0)
+    data = trial_data.load(find.locate("digits"), seed=0)
     search = GridSearchCV(make_estimator(hyperparameters, seed=0), {"model__hidden_units": [8, 16]}, cv=2)
     search.fit(data.x_train, data.y_train)
     assert search.best_params_["model__hidden_units"] in (8, 16)

@@ -17,8 +17,8 @@ from gridbench import account, page
 from gridbench.comparison import account_report, report
 from gridbench.comparison.pairing import STEADY_TRIAL, Comparison, Pairing
 from gridbench.tracking import commands, schema, ui
-from gridbench.tracking.read import SearchRun
 from gridbench.tracking.records import config_numbers
+from gridbench.tracking.stored_searches import SearchRun
 
 # A trial's time in the order it is spent.
 PHASES = (
@@ -304,14 +304,14 @@ def report_page(tracking_uri: str, run_id: str) -> tuple[str, str]:
     """(kind, page) for a run: a comparison's or a scale's page as it was logged, or a search's made now."""
     from gridbench.errors import UserError
     from gridbench.page import REPORT_PAGE
-    from gridbench.tracking import read
+    from gridbench.tracking import stored_searches
 
-    kind = read.run_kind(tracking_uri, run_id)
+    kind = stored_searches.run_kind(tracking_uri, run_id)
     if kind == "search":
-        return kind, search_page(read.read_search(tracking_uri, run_id), tracking_uri)
+        return kind, search_page(stored_searches.read_search(tracking_uri, run_id), tracking_uri)
     if kind not in ("comparison", "scale"):
         raise UserError(f"run {run_id} is a {kind or 'non-gridbench'} run; give a search's, comparison's or scale's")
-    text = read.artifact_text(tracking_uri, run_id, REPORT_PAGE)
+    text = stored_searches.artifact_text(tracking_uri, run_id, REPORT_PAGE)
     if text is None:
         raise UserError(f"{kind} run {run_id} has no {REPORT_PAGE} (recorded before gridbench wrote one); run it again")
     return kind, text

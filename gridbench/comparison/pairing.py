@@ -23,8 +23,8 @@ from gridbench.comparison.prices import PriceTable
 from gridbench.comparison.statistics import Ratio, geometric_mean, ratio_with_interval
 from gridbench.errors import UserError
 from gridbench.tracking import schema
-from gridbench.tracking.read import SearchRun, TrialRun
 from gridbench.tracking.records import config_numbers
+from gridbench.tracking.stored_searches import SearchRun, TrialRun
 
 # Facts that must agree for a comparison to mean anything (refused unless allowed).
 MUST_MATCH = (schema.SPEC_NAME, schema.DATASET, schema.DATA_SYNTHETIC, schema.MODEL, schema.BACKEND, schema.METRIC)

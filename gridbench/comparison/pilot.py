@@ -28,7 +28,7 @@ from gridbench.comparison.projection import Interval, makespan_interval, ratio_i
 from gridbench.comparison.spread import Spread
 from gridbench.comparison.verdict import cost_words, speed_words
 from gridbench.tracking import schema
-from gridbench.tracking.read import SearchRun
+from gridbench.tracking.stored_searches import SearchRun
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from gridbench import account
 from gridbench.comparison.spread import Spread
 from gridbench.errors import UserError
 from gridbench.tracking import schema
-from gridbench.tracking.read import SearchRun
+from gridbench.tracking.stored_searches import SearchRun
 
 KEYS = ("epochs", "configs", "repeats", "concurrency")
 ASKED = "asked (--project)"

@@ -25,7 +25,7 @@ from typing import Sequence
 
 from gridbench import account
 from gridbench.tracking import schema
-from gridbench.tracking.read import SearchRun
+from gridbench.tracking.stored_searches import SearchRun
 
 FLOORS = Path(__file__).resolve().parent.parent / "data" / "run_spread.toml"
 MIN_HISTORY = 2  # earlier runs needed besides this one for a standard deviation worth using

@@ -58,7 +58,7 @@ class DataSource:
     name: str
     path: str | None = None  # None for data bundled with a library (digits) and synthetic data
     synthetic: bool = False
-    user: Any = None  # a user's own data: gridbench.datasets.user.UserData (hashable)
+    user: Any = None  # a user's own data: gridbench.datasets.user_data.UserData (hashable)
 
     @property
     def description(self) -> str:

@@ -4,6 +4,6 @@ plan.py (checks, backend, placement) -> run.py (Ray Tune) -> tune_callback.py ->
 """
 
 from gridbench.gridsearch.plan import SearchOptions, SearchPlan, plan_pair, plan_search
-from gridbench.gridsearch.run import SearchObserver, SearchResult, run_search
+from gridbench.gridsearch.search_runner import SearchObserver, SearchResult, run_search
 
 __all__ = ["SearchObserver", "SearchOptions", "SearchPlan", "SearchResult", "plan_pair", "plan_search", "run_search"]

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from gridbench import environment
-from gridbench.datasets import find, read
+from gridbench.datasets import find, trial_data
 from gridbench.errors import UserError
 from gridbench.gridsearch.recording import search_params, spec_tags
 from gridbench.spec import ExperimentSpec
@@ -97,7 +97,7 @@ def run_baseline(spec: ExperimentSpec, name: str, tracking_uri: str | None, data
     status, error, summary = SearchStatus.FAILED, None, None
     trials: list[TrialRecord] = []
     try:
-        data = read.load(source, seed=spec.seed)
+        data = trial_data.load(source, seed=spec.seed)
         sizes, param_grid = _grid(spec, name)
         started = time.perf_counter()
         for size in sizes:

@@ -77,7 +77,7 @@ class SearchOutOfSpace(SearchStopped):
     """A disk filled during the search (the journal's, the store's, Ray's): handled as SIGTERM is, exit 3."""
 
     def __init__(self, fault: BaseException):
-        self.fault = fault  # gridbench.space.OutOfSpace, or the OSError that said so
+        self.fault = fault  # gridbench.disk_space.OutOfSpace, or the OSError that said so
         self.hint = ""
         super().__init__(str(fault))
 

@@ -5,7 +5,7 @@ GPU (0.25 packs four), a whole number gives each trial that many GPUs. Everythin
 here is checked before anything starts, and again against the Ray cluster's nodes
 before anything is written, because Ray queues a request it cannot meet forever.
 Nothing in this module imports a framework. (What a trial does with its share, in its
-own process, is gridbench.trial.memory.)
+own process, is gridbench.trial.gpu_memory.)
 """
 
 from __future__ import annotations

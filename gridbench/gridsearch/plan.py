@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Callable
 
-from gridbench import compile_cache, environment, space
+from gridbench import compile_cache, disk_space, environment
 from gridbench.datasets import SHAPES
 from gridbench.errors import UserError
 from gridbench.gridsearch import backends, fusion, lifecycle, placement, user_check
@@ -251,7 +251,7 @@ def _values(spec: ExperimentSpec, name: str) -> tuple:
 
 def _check_room(options: SearchOptions) -> None:
     """Before anything is written: room for Ray's session and Tune's files, and for a compile cache kept on disk."""
-    space.check_room(
+    disk_space.check_room(
         lifecycle.SearchDirectory.parent(),
         "Ray's session and the search's files",
         "set TMPDIR to a directory with room",

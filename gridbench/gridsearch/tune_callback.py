@@ -48,7 +48,9 @@ class RecordingCallback(tune.Callback):
         # --trial-timeout: a trial running longer is stopped (its worker killed) and recorded FAILED, kind timeout.
         self.trial_timeout_s = trial_timeout_s
         self.timed_out: dict[str, float] = {}  # trial id -> seconds it had run when it was stopped
-        self.started_dir = started_dir  # where each trial notes when its own work began (trial.run.note_started)
+        self.started_dir = (
+            started_dir  # where each trial notes when its own work began (trial.trial_runner.note_started)
+        )
         # Why a worker died, from its log (gridbench.gridsearch.failures.DeadWorkers); Ray's error alone otherwise.
         self.dead_workers = dead_workers
         # (config key, repeat) of trials a resumed search finished before: a group retrained around them skips them.

@@ -16,7 +16,7 @@ from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.trial import FUSED_GROUP_KEY, REPEAT_KEY, TrialContext
 from gridbench.trial.outcome import TrialOutcome
-from gridbench.trial.run import TRIAL_ID_ENV
+from gridbench.trial.trial_runner import TRIAL_ID_ENV
 from gridbench.workloads import RUNTIME_HYPERPARAMETERS, program_key
 
 TrialRunner = Callable[[Mapping[str, Any], TrialContext], TrialOutcome]

@@ -21,7 +21,7 @@ from gridbench.datasets.find import locate as locate_builtin
 from gridbench.errors import UserError
 
 if TYPE_CHECKING:
-    from gridbench.datasets.user import DataFacts
+    from gridbench.datasets.user_data import DataFacts
     from gridbench.gridsearch.options import SearchOptions, SearchPlan
     from gridbench.spec import ExperimentSpec
 
@@ -48,7 +48,7 @@ def check(plan: SearchPlan) -> float:
     """Checks the user's model on the data, and the data itself; returns the seconds the check took."""
     import time
 
-    from gridbench.datasets.user import DataFacts, inspect, load_arrays, read_inputs
+    from gridbench.datasets.user_data import DataFacts, inspect, load_arrays, read_inputs
 
     start = time.perf_counter()
     spec, data = plan.spec, plan.data
@@ -167,7 +167,7 @@ def _check_sizes(plan: SearchPlan, facts: DataFacts) -> None:
 def memory_share(plan: SearchPlan) -> tuple[int, str]:
     """An estimate of the memory one trial may fill, in bytes, and what it is a share of (0: unknown)."""
     from gridbench import environment
-    from gridbench.trial.memory import memory_fraction
+    from gridbench.trial.gpu_memory import memory_fraction
 
     if plan.options.device == "gpu":
         gpus = environment.gpus()

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gridbench import account
 from gridbench.page import REPORT_PAGE
-from gridbench.scale.run import ScaleResult, projected_counts
+from gridbench.scale.scale_runner import ScaleResult, projected_counts
 from gridbench.tracking import commands, record_summary, schema
 
 # (header, ScaleRow field, format)

@@ -1,6 +1,6 @@
-"""The store: what is recorded (records.py), writing it to MLflow (store.py), reading it back (read.py), the UI."""
+"""The store: what is recorded (records.py), writing it to MLflow (store.py), reading it back (stored_searches.py),
+the UI."""
 
-from gridbench.tracking.read import SearchRun, TrialRun, earlier_runs, latest_searches, read_search
 from gridbench.tracking.store import (
     MlflowRecorder,
     Recorder,
@@ -11,6 +11,7 @@ from gridbench.tracking.store import (
     resolve_tracking_uri,
     ui_command,
 )
+from gridbench.tracking.stored_searches import SearchRun, TrialRun, earlier_runs, latest_searches, read_search
 
 __all__ = [
     "MlflowRecorder",

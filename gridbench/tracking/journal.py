@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlparse
 
-from gridbench import space
+from gridbench import disk_space
 from gridbench.errors import UserError
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
@@ -50,10 +50,10 @@ def check_journal_dir(tracking_uri: str) -> None:
     directory = journal_dir(tracking_uri)
     fix = f"set {JOURNAL_DIR_ENV} to a writable directory"
     try:
-        space.probe_directory(directory)  # leaves no directory behind if it fails
+        disk_space.probe_directory(directory)  # leaves no directory behind if it fails
     except OSError as err:
-        if space.is_out_of_space(err):
-            raise space.no_room(directory, "the search's journal", fix) from None
+        if disk_space.is_out_of_space(err):
+            raise disk_space.no_room(directory, "the search's journal", fix) from None
         raise UserError(f"cannot write the search's journal in {directory} ({err.strerror}); {fix}") from None
 
 
@@ -61,7 +61,7 @@ class Journal:
     """An append-only JSON-lines file; `append` returns once the line is on disk (fsync).
 
     A line is written whole or not at all: one that could not be written in full (a full
-    disk) is cut off again, and `append` raises OutOfSpace (gridbench.space) or the OSError.
+    disk) is cut off again, and `append` raises OutOfSpace (gridbench.disk_space) or the OSError.
     """
 
     def __init__(self, path: Path, journal_id: str):
@@ -100,8 +100,8 @@ class Journal:
                 os.ftruncate(self._fd, start)  # no torn line: the journal ends with the last whole one
             except OSError:
                 pass
-            if space.is_out_of_space(err):
-                raise space.OutOfSpace(self.path, len(data), "the search's journal") from None
+            if disk_space.is_out_of_space(err):
+                raise disk_space.OutOfSpace(self.path, len(data), "the search's journal") from None
             raise
 
     def close(self) -> None:

@@ -21,9 +21,9 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from gridbench import space
+from gridbench import disk_space
+from gridbench.disk_space import OutOfSpace
 from gridbench.errors import UserError
-from gridbench.space import OutOfSpace
 from gridbench.tracking import commands, schema
 from gridbench.tracking.journal import Journal, journal_dir, summary_to_dict, trial_to_dict
 from gridbench.tracking.records import SearchSummary, TrialRecord
@@ -70,7 +70,7 @@ class JournaledRecorder:
         self.unwritten = 0  # trials only in the journal
         self.finish_unwritten = False
         self.last_error: str | None = None
-        # Out of space (gridbench.space.OutOfSpace) in the journal or the store: the search should stop
+        # Out of space (gridbench.disk_space.OutOfSpace) in the journal or the store: the search should stop
         # (RecordingCallback asks); the store is not retried, what it lacks stays in the journal.
         self.fault: OutOfSpace | None = None
         self.unjournaled: set[str] = set()  # trial ids whose journal line could not be written
@@ -257,8 +257,8 @@ class JournaledRecorder:
                     self.store_write_s += time.perf_counter() - started
                 self.store_retries += 1
                 self.last_error = _describe(err)
-                if space.is_out_of_space(err):  # no retry storm: a full store stays full; the journal has the rest
-                    self._note_fault(space.OutOfSpace(_store_location(self.store.tracking_uri), None, "the store"))
+                if disk_space.is_out_of_space(err):  # no retry storm: a full store stays full; the journal has the rest
+                    self._note_fault(disk_space.OutOfSpace(_store_location(self.store.tracking_uri), None, "the store"))
                     return False
                 if _refused(err) and attempt + 1 >= _REFUSED_ATTEMPTS:
                     # The store answers but refuses this record: later ones may still go in.

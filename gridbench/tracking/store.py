@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 from urllib.parse import urlparse
 
-from gridbench import space
+from gridbench import disk_space
 from gridbench.errors import UserError
 from gridbench.tracking import commands, schema
 from gridbench.tracking.records import SearchSummary, TrialRecord, param_text
@@ -105,10 +105,10 @@ def _check_writable_directory(uri: str, directory: Path) -> None:
             f"tracking URI {uri}: directory {directory} does not exist; create it or choose another --tracking-uri"
         )
     try:
-        space.probe(directory)
+        disk_space.probe(directory)
     except OSError as err:
-        if space.is_out_of_space(err):
-            raise space.no_room(directory, "the MLflow store", "choose another --tracking-uri") from None
+        if disk_space.is_out_of_space(err):
+            raise disk_space.no_room(directory, "the MLflow store", "choose another --tracking-uri") from None
         raise UserError(
             f"tracking URI {uri}: cannot write in {directory} ({err.strerror}); choose another --tracking-uri"
         ) from None
@@ -244,7 +244,7 @@ def _text(value: Any) -> str:
 
 
 class Recorder(Protocol):
-    """Where a search's records go: MLflow (MlflowRecorder) or memory (gridbench.tracking.memory, for tests)."""
+    """Where a search's records go: MLflow (MlflowRecorder), or memory (gridbench.tracking.memory_recorder: tests)."""
 
     experiment_name: str
     parent_run_id: str | None

@@ -4,6 +4,6 @@ Nothing here writes to the store; gridbench.workloads is what a trial trains.
 """
 
 from gridbench.trial.context import FUSED_GROUP_KEY, REPEAT_KEY, DeviceMismatch, TrialContext, configure_process
-from gridbench.trial.run import run_trial
+from gridbench.trial.trial_runner import run_trial
 
 __all__ = ["FUSED_GROUP_KEY", "REPEAT_KEY", "DeviceMismatch", "TrialContext", "configure_process", "run_trial"]

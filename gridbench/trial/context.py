@@ -11,7 +11,7 @@ from typing import Any, Mapping, Protocol
 
 from gridbench.datasets import Dataset, DataSource
 from gridbench.trial import gpu_monitor
-from gridbench.trial.memory import memory_environment, memory_fraction
+from gridbench.trial.gpu_memory import memory_environment, memory_fraction
 from gridbench.trial.timing import PhaseClock
 from gridbench.workloads import Workload, get_workload
 
@@ -39,7 +39,7 @@ class TrialContext:
     programs: tuple[Mapping[str, Any], ...] = ()
     # Compiled ahead by processes of their own (gridbench.gridsearch.precompile): workers then compile none ahead.
     precompiled: bool = False
-    user_workload: Workload | None = None  # a user's own model (gridbench.workloads.user), which has no name to look up
+    user_workload: Workload | None = None  # a user's own model (gridbench.workloads.user_model): no name to look up
 
     def resolve_workload(self) -> Workload:
         return self.user_workload or get_workload(self.workload, "trial")

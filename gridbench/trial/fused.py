@@ -52,7 +52,7 @@ def train_fused(
         check_device(outcome, context, session, f"{context.backend} placed the fused group")
         with clock.phase("compile"):
             outcome.tags.update(session.compile())
-        ahead = compile_others_ahead(  # after its own, as trial.run does
+        ahead = compile_others_ahead(  # after its own, as trial.trial_runner does
             context, session, lambda: _other_groups(entry, context, hyperparameters, data)
         )
         clock.sync = session.sync

@@ -10,7 +10,7 @@ import contextlib
 from typing import Callable, Iterable, Iterator
 
 from gridbench.datasets import Dataset, DataSource
-from gridbench.datasets.read import load_shared
+from gridbench.datasets.trial_data import load_shared
 from gridbench.tracking import schema
 from gridbench.trial import gpu_monitor
 from gridbench.trial.context import DeviceMismatch, TrialContext

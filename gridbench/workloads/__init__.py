@@ -69,7 +69,7 @@ class Workload:
     # Images as one row each (MLP, kernel methods); False: in their natural shape (CNNs).
     flat_inputs: bool = True
     description: str = ""  # what the model is, for `gridbench list`
-    # A user's model (gridbench.workloads.user): its builder function, or ("module:function", folder);
+    # A user's model (gridbench.workloads.user_model): its builder function, or ("module:function", folder);
     # `train` then names the entry class made for it.
     model_builder: Any = None
 

@@ -15,7 +15,7 @@ from keras import ops
 
 from gridbench import compile_cache
 from gridbench.datasets import Dataset
-from gridbench.datasets.read import take_train
+from gridbench.datasets.trial_data import take_train
 from gridbench.tracking import schema
 from gridbench.workloads import keras_common, keras_families
 from gridbench.workloads.keras_common import (

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import keras
 
 from gridbench.workloads.keras_model import Entry
-from gridbench.workloads.user import import_callable
+from gridbench.workloads.user_model import import_callable
 
 
 def resolve_builder(model_builder) -> Callable:

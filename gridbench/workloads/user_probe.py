@@ -20,7 +20,7 @@ from types import MappingProxyType
 def _check(request: dict) -> dict:
     import numpy as np
 
-    from gridbench.datasets import user as user_data
+    from gridbench.datasets import user_data
     from gridbench.errors import UserError
 
     facts = None

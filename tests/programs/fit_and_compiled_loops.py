@@ -3,7 +3,7 @@ this process on JAX; prints one line per loop: loop, device, loop as recorded, s
 accuracy (test_workloads)."""
 
 from gridbench import datasets
-from gridbench.datasets import read
+from gridbench.datasets import trial_data
 from gridbench.trial.timing import PhaseClock
 from gridbench.workloads import keras_mlp
 
@@ -12,7 +12,7 @@ HYPERPARAMETERS = dict(
 )
 
 if __name__ == "__main__":
-    data = read.load(datasets.DataSource("digits"), seed=0)
+    data = trial_data.load(datasets.DataSource("digits"), seed=0)
     for loop in ("fit", "compiled"):
         session = keras_mlp.open_session({**HYPERPARAMETERS, "train_loop": loop}, data, seed=0)
         session.build()

@@ -36,7 +36,7 @@ def load(source: DataSource, seed: int, flat: bool = True, options: Mapping[str,
     if source.synthetic:
         data = synthetic(source.name, seed, options)
     elif source.user is not None:
-        from gridbench.datasets.user import read as read_user
+        from gridbench.datasets.user_data import read as read_user
 
         data = read_user(source.user)
     elif source.name == "digits":

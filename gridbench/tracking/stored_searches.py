@@ -77,7 +77,7 @@ class SearchRun:
 
 
 def read_search(tracking_uri: str, run_id: str):
-    """A search's parent run and its trials, as gridbench.tracking.read.SearchRun."""
+    """A search's parent run and its trials, as gridbench.tracking.stored_searches.SearchRun."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-from gridbench import environment, space
+from gridbench import disk_space, environment
 from gridbench.gridsearch import lifecycle
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan
@@ -207,8 +207,8 @@ def _as_stop(err: BaseException, session: RaySession, recorder) -> lifecycle.Sea
         if received is None and fault is not None:
             return lifecycle.SearchOutOfSpace(fault)
         return SearchInterrupted(received or signal.SIGINT)
-    if space.is_out_of_space(err):  # Tune's own files, Ray's session, a store write outside the writer
-        return lifecycle.SearchOutOfSpace(fault or space.fault_of(err))
+    if disk_space.is_out_of_space(err):  # Tune's own files, Ray's session, a store write outside the writer
+        return lifecycle.SearchOutOfSpace(fault or disk_space.fault_of(err))
     return None
 
 

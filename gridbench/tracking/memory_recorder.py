@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gridbench.tracking import schema
-from gridbench.tracking.read import SearchRun, TrialRun
 from gridbench.tracking.records import SearchSummary, TrialRecord
 from gridbench.tracking.schema import SearchStatus
+from gridbench.tracking.stored_searches import SearchRun, TrialRun
 
 _ids = itertools.count(1)
 

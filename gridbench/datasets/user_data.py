@@ -42,7 +42,7 @@ def is_user_dataset(dataset: Any) -> bool:
 def user_data(dataset: Any, where: str, base_dir: str | None) -> UserData:
     """The record for `dataset` (a path, "module:function", a function, or four arrays); nothing is read yet."""
     if callable(dataset):
-        from gridbench.workloads.user import reference_of
+        from gridbench.workloads.user_model import reference_of
 
         return UserData("loader", reference_of(dataset), payload=dataset)
     if isinstance(dataset, str) and dataset.endswith(".npz"):
@@ -51,7 +51,7 @@ def user_data(dataset: Any, where: str, base_dir: str | None) -> UserData:
             path = Path(base_dir) / path  # relative to the TOML
         return UserData("npz", str(path.resolve()))
     if isinstance(dataset, str):
-        from gridbench.workloads.user import check_reference
+        from gridbench.workloads.user_model import check_reference
 
         check_reference(dataset, "dataset", where)
         return UserData("loader", dataset, base_dir=base_dir)
@@ -107,7 +107,7 @@ def load_arrays(data: UserData) -> dict[str, np.ndarray]:
 
 
 def _import_loader(data: UserData) -> Callable:
-    from gridbench.workloads.user import import_callable
+    from gridbench.workloads.user_model import import_callable
 
     return import_callable(data.reference, data.base_dir, "dataset loader")
 
