@@ -6,9 +6,13 @@
 # the whole pair compiles its programs as the pilot did (a persistent cache would hand the whole
 # search the pilot's programs).
 # Grids: the 64-configuration MLP grid of benchmarks/fused.py at 4 epochs (8 programs), and mnist-cnn's
-# grid with two dropouts (16 configurations, 4 programs), 5,000 training samples, 4 epochs.
+# grid with two dropouts (16 configurations, 4 programs), 5,000 training samples, 4 epochs: the runs the
+# model was refined on. Fresh grids for an independent check, none of their programs in those: mlp10, 64
+# MLP configurations of other widths and batch sizes (hidden units 32-384 x batch 128/512), 10 epochs;
+# cnn24, 24 CNN configurations (filters 8/24 x batch 128/256 x 3 learning rates x 2 dropouts), 10 epochs.
+# A step GRID-pilot or GRID-whole runs one half, so that a pair can span calls of a device's time limit.
 #
-# Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR GRID...   (grids: mlp cnn)
+# Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR STEP...   (steps: mlp cnn mlp10 cnn24, or NAME-pilot, NAME-whole)
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); shift 2
 mkdir -p "$out/work"; cd "$out/work"
@@ -25,10 +29,20 @@ pair() {  # NAME EXPERIMENT [ARGS...]: one `--device both` command, as a user ty
 mlp=(--grid hidden_units=64,128,256,512 --grid learning_rate=0.0003,0.001,0.003,0.01 --grid dropout=0,0.2
      --grid batch_size=128,256 --set epochs=4)
 cnn=(--set train_size=5000 --grid dropout=0.25,0.5 --set epochs=4)
-for grid in "$@"; do
-  case $grid in
-    mlp) pair mlp-pilot mnist "${mlp[@]}" --pilot; pair mlp-whole mnist "${mlp[@]}" ;;
-    cnn) pair cnn-pilot mnist-cnn "${cnn[@]}" --pilot; pair cnn-whole mnist-cnn "${cnn[@]}" ;;
+mlp10=(--grid hidden_units=32,96,192,384 --grid learning_rate=0.0005,0.002,0.005,0.02 --grid dropout=0,0.3
+       --grid batch_size=128,512 --set epochs=10)
+cnn24=(--set train_size=5000 --grid filters=8,24 --grid batch_size=128,256 --grid learning_rate=0.0003,0.001,0.003
+       --grid dropout=0.25,0.5 --set epochs=10)
+half() {  # NAME-pilot | NAME-whole
+  local name=${1%-*} which=${1##*-} experiment=mnist
+  [[ $name == cnn* ]] && experiment=mnist-cnn
+  local -n args=$name
+  if [ "$which" = pilot ]; then pair "$1" $experiment "${args[@]}" --pilot; else pair "$1" $experiment "${args[@]}"; fi
+}
+for step in "$@"; do
+  case $step in
+    *-pilot | *-whole) half "$step" ;;
+    *) half "$step-pilot"; half "$step-whole" ;;
   esac
 done
 echo "all done"

@@ -26,8 +26,15 @@ def _command_s(path: Path) -> float:
     return float(re.findall(r"whole command ([\d.]+) s$", path.read_text(), re.M)[-1])
 
 
+ERRORS: list[float] = []  # every row's relative error, for the summary line
+OUTSIDE: list[str] = []  # the rows whose measurement fell outside their interval
+
+
 def _row(name: str, figure: str, point: float, low, high, value: float) -> str:
     inside = "-" if low is None else ("yes" if low <= value <= high else "**no**")
+    ERRORS.append((point - value) / value)
+    if inside == "**no**":
+        OUTSIDE.append(f"{name} {figure}")
     shown = f"{point:.4g}" + ("" if low is None else f" [{low:.4g}-{high:.4g}]")
     return f"| {name} | {figure} | {shown} | {value:.4g} | {(point - value) / value:+.1%} | {inside} |"
 
@@ -55,6 +62,11 @@ def main(out: Path, grids: list[str]) -> None:
         print(f"| {name} | pilot command / whole pair's | {pilot_s:.1f} s / {whole_s:.1f} s | "
               f"{pilot_s / whole_s:.1%} | | |")  # fmt: skip
         print(f"<!-- {name}: {pilot.verdict(*found)} -->")
+    mean = sum(abs(e) for e in ERRORS) / len(ERRORS)
+    print(
+        f"\nmean absolute error {mean:.1%} over {len(ERRORS)} figures, largest {max(map(abs, ERRORS)):.1%}; "
+        f"outside their interval: {', '.join(OUTSIDE) or 'none'}"
+    )
 
 
 if __name__ == "__main__":
