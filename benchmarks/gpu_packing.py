@@ -7,19 +7,21 @@ Each --run is DEVICE:BACKEND:LOOP[:GPUS_PER_TRIAL[:nocache]] and is one whole gr
 (the same code path as `python -m gridbench search mnist`), recorded in DIR/mlflow.db.
 CPU runs give each trial every usable core, one trial at a time. Prints, and writes
 to DIR/packing.md and DIR/packing.json, per run: makespan, concurrency, and per
-trial the steady-state epoch time, warm-up epoch, wall time and accuracy.
+trial the steady-state epoch time, warm-up epoch, wall time and accuracy. The table is
+benchmarks/packing_table.py's, which rebuilds it from packing.json files kept earlier.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import packing_table  # noqa: E402  (benchmarks/, the script's folder)
 
 from gridbench import environment  # noqa: E402
 from gridbench.gridsearch import SearchOptions, plan_search, run_search  # noqa: E402
@@ -32,12 +34,6 @@ def parse_run(text: str) -> dict:
     share = float(parts[3]) if len(parts) > 3 and parts[3] else None
     cache = not (len(parts) > 4 and parts[4] == "nocache")
     return {"device": device, "backend": backend, "loop": loop, "gpus_per_trial": share, "compile_cache": cache}
-
-
-def spread(values: list[float], digits: int = 3) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
 def main() -> None:
@@ -100,33 +96,12 @@ def main() -> None:
         print(
             f"{run['device']} {run['backend']} {run['loop']} x{row['concurrency']} cache={run['compile_cache']}: "
             f"{row['trials_finished']}/{row['trials_total']} trials, makespan {row['makespan_s']:.1f} s, "
-            f"steady {spread([t['steady_epoch_s'] for t in per_trial], 4)} s/epoch"
+            f"steady {packing_table.spread([t['steady_epoch_s'] for t in per_trial], 4)} s/epoch"
             + (f"; FAILED: {row['errors'][0]}" if row["errors"] else ""),
             flush=True,
         )
 
-    header = (
-        "| device | backend | loop | compile cache | trials at once | CPUs/trial "
-        "| steady s/epoch per trial, median [min-max] "
-        "| warm-up epoch s | trial wall s | test accuracy | GPU util % (mean) | makespan s | overhead ratio |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
-    lines = []
-    for row in rows:
-        trials = row["trials"]
-        accuracy = [t["test_accuracy"] for t in trials]
-        util = [t["gpu_util_pct_mean"] for t in trials if t["gpu_util_pct_mean"] is not None]
-        util_text = f"{statistics.fmean(util):.0f}" if util else "-"
-        cache = "on" if row["compile_cache"] and row["backend"] == "jax" else "off"
-        lines.append(
-            f"| {row['device']} | {row['backend']} | {row['loop']} | {cache} | {row['concurrency']} "
-            f"| {row['cpus_per_trial']} "
-            f"| {spread([t['steady_epoch_s'] for t in trials], 4)} | {spread([t['warmup_epoch_s'] for t in trials], 2)} "
-            f"| {spread([t['trial_wall_s'] for t in trials], 2)} "
-            f"| {min(accuracy, default=0):.4f}-{max(accuracy, default=0):.4f} "
-            f"| {util_text} | {row['makespan_s']:.1f} | {row['overhead_ratio']:.2f} |"
-        )
-    table = header + "\n".join(lines) + "\n"
+    table = packing_table.table(rows)
     print("\n" + table)
     (out / "packing.md").write_text(table)
     (out / "packing.json").write_text(
