@@ -19,7 +19,8 @@ output is declared in one HTML comment, which the reader of the page does not se
     unkept: 41.6 s               measured, but from output that was not committed; the page says so where it
                                  shows them (a record kept elsewhere), and a reader cannot check them here
     untraced: 12.5 s             not yet traced when this check came in (issue 43): a known debt, listed so
-                                 that it stays visible; a figure added since must trace or be declared above
+                                 that it stays visible (none is listed since 2026-11-26); a figure added
+                                 since must trace or be declared above
     19.6x = 0.4830 / 0.0246      computed: every number of the expression traces (at the precision written),
                                  and its value is within one unit of the figure's last digit; an expression
                                  may also compute from a raw file: durations("folder/durations.txt")
