@@ -23,7 +23,8 @@ output is declared in one HTML comment, which the reader of the page does not se
                                  since must trace or be declared above
     19.6x = 0.4830 / 0.0246      computed: every number of the expression traces (at the precision written),
                                  and its value is within one unit of the figure's last digit; an expression
-                                 may also compute from a raw file: durations("folder/durations.txt")
+                                 may also compute from a raw file: durations("folder/durations.txt"); it
+                                 is checked even where the figure also meets a raw number by chance
     -->
 
 README.md names no raw files: its figures trace to the raw files of the results pages it links to.
@@ -237,12 +238,12 @@ def untraced_figures(page_text: str, raw: list[float], quoted_output: bool = Tru
     declared = declarations(page_text)
     problems = []
     for figure in figures_in(page_text):
-        if figure.text in declared.given | declared.unkept | declared.untraced or traces(figure, raw):
-            continue
         expression = declared.computed.get(figure.text)
         if expression is None:
-            problems.append(f"{figure.text}: in no raw file, and not declared")
+            if figure.text not in declared.given | declared.unkept | declared.untraced and not traces(figure, raw):
+                problems.append(f"{figure.text}: in no raw file, and not declared")
             continue
+        # A declared computation is checked even where the figure also meets some raw number by chance.
         result, operands = evaluate(expression, base)
         missing = [text for text in operands if not traces(_figure(text, ""), raw)]
         if missing:

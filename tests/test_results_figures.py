@@ -53,6 +53,12 @@ def test_a_declared_computation_must_use_traced_numbers_and_give_the_figure(tmp_
     assert check_page(*_page(tmp_path / "c", invented)) == ["99.9 s = 12.34 * 8.1: 8.1 in no raw file"]
 
 
+def test_a_declared_computation_is_checked_even_where_the_figure_meets_a_raw_number_by_chance(tmp_path):
+    # 3.17 is in the raw file, so the figure traces; the wrong expression declared for it must still fail.
+    wrong = "A ratio of 3.17x.\n\n<!-- figures\n3.17x = 12.34 / 1208.5\n-->"
+    assert check_page(*_page(tmp_path, wrong)) == ["3.17x = 12.34 / 1208.5: the expression gives 0.010211"]
+
+
 def test_settings_and_quoted_output_are_not_figures_to_trace(tmp_path):
     body = "Trials sleep 0.5 s; `--timeout 30 s`.\n\n```\nmakespan 45.6 s\n```\n\nIt took 45.6 s.\n\n"
     body += "<!-- figures\ngiven: 0.5 s\n-->"
