@@ -8,7 +8,10 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached (default: all, in that order)
+#   steps: headline floor peer both fused attached jaxfloor (default: all but jaxfloor, in that order)
+#   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
+#   JAX's persistent cache (the second run is the floor issue "Everything around the training" compares
+#   with), then --mode trials with no cache.
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 steps=${*:-headline floor peer both fused attached}
@@ -31,6 +34,12 @@ for step in $steps; do
              # fused.py's own default is a cache per search (issue 15 measured first searches)
              timed "fused-$i" python3 "$here/benchmarks/fused.py" --out "$out/fused-$i" --data-dir "$data" \
                --compile-cache persistent --only mlp-gpu-trials --only mlp-gpu-fused; done ;;
+    jaxfloor) jaxcache=$work/jax-floor-cache; mkdir -p "$jaxcache"
+      for i in 1 2; do JAX_COMPILATION_CACHE_DIR=$jaxcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 timed "jaxfloor-fused-$i" python3 "$bench/fused_floor.py" \
+        "$data/mnist.npz" --mode fused --json "$out/jaxfloor-fused-$i.json"; done
+      timed jaxfloor-trials python3 "$bench/fused_floor.py" "$data/mnist.npz" --mode trials \
+        --json "$out/jaxfloor-trials.json" ;;
     attached)  # a Ray kept running by a process of ours (stopped by its PID after), joined with --address
       python3 -c "import ray, time; ray.init(num_cpus=16, num_gpus=1, include_dashboard=False)
 print('GCS', ray.get_runtime_context().gcs_address, flush=True); time.sleep(900)" >"$out/ray-holder.txt" 2>&1 &

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from stores import new_store
@@ -16,8 +17,10 @@ from test_search import runs_of
 
 from gridbench.gridsearch import SearchOptions, plan_search
 from gridbench.gridsearch.precompile import Precompiler, process_count, program_count
+from gridbench.gridsearch.tuning import trial_context
 from gridbench.spec import load_spec
 from gridbench.tracking import schema
+from gridbench.trial.precompile import READY_DIR, all_ready, mark_ready, ready_name
 
 
 def _plan(execution: str = "trials", **options):
@@ -81,14 +84,16 @@ def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_wha
 
 @pytest.mark.slow
 def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while_ray_started(tmp_path):
-    store = new_store(tmp_path)
+    store, cache = new_store(tmp_path), tmp_path / "cache"
     # A cache of its own: what other tests' searches left in the shared one would not be compiled again.
     result = gridbench(
         "search", "digits", "--backend", "jax", "--set", "train_loop=compiled", "--set", "epochs=2",
         "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.1,0.01", "--compile-ahead", "on",
-        "--compile-cache", "search", "--tracking-uri", store,
+        "--compile-cache", "persistent", "--tracking-uri", store, env={"GRIDBENCH_CACHE_DIR": str(cache)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    # Each program the processes compiled is marked ready beside the cache: the next such search starts none.
+    assert len(os.listdir(cache / READY_DIR)) == 2
     _, (parent,), children = runs_of(store, "digits")
     metrics = parent.data.metrics
     assert metrics[schema.PROGRAMS_PRECOMPILED] == 2 and metrics[schema.PRECOMPILE_PROCESSES] == 1
@@ -121,6 +126,41 @@ def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_
     assert session.precompiler is None
     session.stop()
     assert not os.path.exists(directory)
+
+
+def _ready_context(tmp_path, **options):
+    plan = _plan(backend="jax", train_loop="compiled", compile_ahead="on", compile_cache="persistent", **options)
+    return plan, replace(trial_context(plan, str(tmp_path)), compile_cache_dir=str(tmp_path / "cache"))
+
+
+def test_a_program_is_ready_under_a_name_of_what_it_depends_on(tmp_path):
+    plan, context = _ready_context(tmp_path)
+    names = [ready_name(context, i) for i in range(2)]
+    assert names[0] != names[1] and names == [ready_name(context, i) for i in range(2)]  # per program, stable
+    assert ready_name(replace(context, cpus=7), 0) == names[0]  # the threads a process compiles with: not the program
+    assert ready_name(replace(context, device="gpu"), 0) != names[0]
+    assert ready_name(replace(context, params={**context.params, "epochs": 3}), 0) != names[0]
+    assert ready_name(replace(context, compile_cache_dir=None), 0) is None
+    assert not all_ready(context, 2)
+    mark_ready(context, 0)
+    assert not all_ready(context, 2)  # one of two
+    mark_ready(context, 1)
+    assert all_ready(context, 2) and not all_ready(context, 0)
+
+
+def test_a_search_whose_programs_are_all_ready_starts_no_compiling_process(monkeypatch, tmp_path):
+    from gridbench.gridsearch import ray_session
+
+    monkeypatch.setenv("GRIDBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    plan, context = _ready_context(tmp_path)
+    for index in range(2):
+        mark_ready(context, index)
+    started = []
+    monkeypatch.setattr(Precompiler, "start", lambda *args: started.append(args))
+    session = ray_session.RaySession()
+    session.precompile(plan)
+    session.stop()
+    assert started == [] and session.precompiler is None and session.programs_ready == 2
 
 
 @pytest.mark.gpu

@@ -13,6 +13,10 @@ getting its program cost it (compile_s, program.cached). On a CPU the trials do 
 start until the compilations have ended, so that none shares the cores of a timed
 epoch; that wait is recorded too (precompile_wait_s) and counts in the makespan, as the
 compilations that trials train beside do on a GPU: only what Ray's start hid is gone.
+
+A search whose programs an earlier one left ready in the persistent cache (gridbench.trial.precompile's
+ready files) starts no processes: they would load from the cache what the trials load anyway. The
+record says so (programs_precompile_loaded, no processes).
 """
 
 from __future__ import annotations

@@ -257,6 +257,12 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
                 else ""
             )
         )
+    elif s.programs_precompile_loaded:
+        console.print(
+            f"programs compiled ahead: none needed, all {s.programs_precompile_loaded} found ready in the compile "
+            "cache (the trials load them)",
+            highlight=False,
+        )
     for failed in s.precompile_failures:
         console.print(f"compiling ahead failed for {escape(failed)} (its trials compiled it)", highlight=False)
     sources = collections.Counter(_program_source(t.tags) for t in result.trials if schema.PROGRAM_REUSED in t.tags)

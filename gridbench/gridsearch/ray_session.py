@@ -28,6 +28,7 @@ from gridbench.gridsearch.tuning import program_representatives, trial_context
 from gridbench.tracking.journaled import open_journaled_recorder
 from gridbench.tracking.stale import resume_command
 from gridbench.tracking.store import Recorder
+from gridbench.trial.precompile import all_ready as programs_ready
 
 if TYPE_CHECKING:
     from gridbench.gridsearch.options import SearchOptions
@@ -101,6 +102,7 @@ class RaySession:
         self.processes: lifecycle.OwnProcesses | None = None
         self.watchdog: lifecycle.Watchdog | None = None
         self.precompiler: Precompiler | None = None
+        self.programs_ready = 0  # programs found ready in the persistent cache, so compiled by no process
         self.open_store_early = open_store_early
         self._store: Future | None = None  # the default store, opening since the plan was complete
         self._lock = threading.Lock()  # planning's thread may start compiling ahead while this one starts Ray
@@ -145,6 +147,9 @@ class RaySession:
             return
         directory = self._search_directory(plan.options.keep_ray_logs)
         context = trial_context(plan, directory.tune_dir, precompiled=True)
+        if programs_ready(context, programs):
+            self.programs_ready = programs  # its trials load them from the cache: no process would do more
+            return
         try:
             self.precompiler = Precompiler.start(plan, context, programs, os.path.join(directory.path, "precompile"))
         except Exception:  # noqa: BLE001 - e.g. a user's model that pickle cannot name: its trials compile it
@@ -362,4 +367,6 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
 
 
 def precompile_report(session: RaySession) -> PrecompileReport | None:
-    return session.precompiler.report() if session.precompiler is not None else None
+    if session.precompiler is None:  # none started; or none needed, every program found ready
+        return PrecompileReport(loaded=session.programs_ready) if session.programs_ready else None
+    return session.precompiler.report()

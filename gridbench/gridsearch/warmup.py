@@ -25,6 +25,7 @@ from gridbench import compile_cache
 from gridbench.gridsearch import precompile
 from gridbench.gridsearch.plan import SearchPlan
 from gridbench.gridsearch.tuning import program_representatives, trial_context
+from gridbench.trial import precompile as precompile_process
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def warm_up(plans: Sequence[SearchPlan]) -> WarmUp:
     scratch = tempfile.mkdtemp(prefix="gridbench-warmup-")
     compilers = []
     try:
-        seen = set()
+        seen, ready = set(), 0
         for plan in plans:
             ahead, programs = _warmable(plan)
             key = (plan.options.device, plan.backend, plan.spec.spec_hash)
@@ -70,6 +71,9 @@ def warm_up(plans: Sequence[SearchPlan]) -> WarmUp:
                 continue
             seen.add(key)
             context = trial_context(ahead, scratch, precompiled=True)
+            if precompile_process.all_ready(context, programs):
+                ready += programs  # found or compiled by an earlier search: loading them here would warm nothing
+                continue
             directory = os.path.join(scratch, f"plan-{len(compilers)}")
             compilers.append(precompile.Precompiler.start(ahead, context, programs, directory))
         for compiler in compilers:
@@ -80,10 +84,10 @@ def warm_up(plans: Sequence[SearchPlan]) -> WarmUp:
             compiler.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     if not compilers:
-        return WarmUp()
+        return WarmUp(seconds=time.perf_counter() - started, loaded=ready) if ready else WarmUp()
     return WarmUp(
         seconds=time.perf_counter() - started,
         compiled=sum(r.programs for r in reports),
-        loaded=sum(r.loaded for r in reports),
+        loaded=ready + sum(r.loaded for r in reports),
         failed=sum(r.failed for r in reports),
     )
