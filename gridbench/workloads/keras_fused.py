@@ -29,7 +29,7 @@ import numpy as np
 
 from gridbench import compile_cache
 from gridbench.datasets import Dataset
-from gridbench.workloads import program_key
+from gridbench.workloads import program_key, saved_programs
 from gridbench.workloads.keras_common import keras_facts
 from gridbench.workloads.keras_compiled import (
     as_sharding,
@@ -40,6 +40,7 @@ from gridbench.workloads.keras_compiled import (
     make_train_epoch,
     make_train_step,
     model_and_optimizer,
+    program_arguments,
     state_of,
 )
 from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program, program_tags
@@ -64,6 +65,7 @@ class FusedSession:
         seeds: Sequence[int],
         data: Dataset,
         build_model: ModelBuilder,
+        keep_programs: bool = True,
     ):
         if not members or len(members) != len(seeds):
             raise ValueError(f"a fused group needs one seed per member; got {len(members)} members, {len(seeds)} seeds")
@@ -71,6 +73,7 @@ class FusedSession:
         self.seeds = [int(s) for s in seeds]
         self.data = data
         self.build_model = build_model
+        self.keep_programs = keep_programs  # saved on disk for later workers (saved_programs): not a user's model
         first = self.members[0]
         self.batch_size = int(first["batch_size"])
         self.epochs = int(first["epochs"])
@@ -131,10 +134,16 @@ class FusedSession:
 
     def compile(self) -> dict[str, str]:
         """Takes the group's program from the worker's cache, compiling it if no group of its key has."""
-        arguments = (self.state, self.keys, self.x_train, self.y_train)
+        key, arguments = self.program_key, (self.state, self.keys, self.x_train, self.y_train)
         lookup = PROGRAMS.get(
-            self.program_key,
-            lambda: _compile_fused(self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place),
+            key,
+            lambda: saved_programs.ready_or_compile(
+                key,
+                program_arguments(arguments, self.place),
+                self.place,
+                lambda: _compile_fused(self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place),
+                keep=self.keep_programs,
+            ),
         )
         self.program = lookup.program
         return program_tags(lookup)
@@ -157,7 +166,14 @@ class FusedSession:
             jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
             jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
         )
-        return _compile_fused(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True)
+        return saved_programs.ready_or_compile(
+            self.program_key,
+            program_arguments(arguments, place),
+            place,
+            lambda: _compile_fused(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True),
+            ahead=True,
+            keep=self.keep_programs,
+        )
 
     def actual_device(self) -> str:
         return device_of(self.state, self.x_train)
