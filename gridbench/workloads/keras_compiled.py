@@ -192,7 +192,9 @@ class CompiledSession:
                 key,
                 program_arguments(arguments, self.place),
                 self.place,
-                lambda: _compile(self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place),
+                lambda tag: _compile(
+                    self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place, tag
+                ),
                 keep=self.keep_programs,
             ),
         )
@@ -217,7 +219,7 @@ class CompiledSession:
             self.program_key,
             program_arguments(arguments, place),
             place,
-            lambda: _compile(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True),
+            lambda tag: _compile(model, optimizer, arguments, self.steps, self.batch_size, place, tag, ahead=True),
             ahead=True,
             keep=self.keep_programs,
         )
@@ -313,9 +315,9 @@ def program_arguments(arguments: tuple, place) -> dict[str, tuple]:
     return {"train_epoch": arguments, "correct": evaluation_arguments(arguments, place)}
 
 
-def compile_evaluation(correct: Callable, arguments: tuple, place):
+def compile_evaluation(correct: Callable, arguments: tuple, place, tag: str | None = None):
     """`correct` (a chunk's correct predictions) compiled for `arguments`' weights and a chunk on `place`."""
-    return jax.jit(correct).lower(*evaluation_arguments(arguments, place)).compile()
+    return jax.jit(saved_programs.tagged(correct, tag)).lower(*evaluation_arguments(arguments, place)).compile()
 
 
 def state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
@@ -333,22 +335,23 @@ def _compile(
     steps: int,
     batch_size: int,
     place,
+    tag: str | None = None,
     ahead: bool = False,
 ) -> Program:
     """Traces and compiles one epoch and the evaluation chunk for `arguments`' shapes and placement.
 
     The model and optimizer only give the program its structure: any state of the
     same structure (another seed, learning rate or dropout rate) runs through it.
+    `tag` ends the executables' names (saved_programs.ready_or_compile).
     """
     start, cache = time.perf_counter(), compile_cache.mark()
     distribution = keras.distribution.distribution()
     step = make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy())
     shard = (lambda batch: batch) if distribution is None else _batch_sharder(distribution)
     # Donating the state lets XLA update the weights in place.
-    train_epoch = (
-        jax.jit(make_train_epoch(step, steps, batch_size, shard), donate_argnums=0).lower(*arguments).compile()
-    )
-    correct = compile_evaluation(make_correct_count(model), arguments, place)
+    epoch = saved_programs.tagged(make_train_epoch(step, steps, batch_size, shard), tag)
+    train_epoch = jax.jit(epoch, donate_argnums=0).lower(*arguments).compile()
+    correct = compile_evaluation(make_correct_count(model), arguments, place, tag)
     return Program(train_epoch, correct, time.perf_counter() - start, ahead, cached=compile_cache.all_loaded(cache))
 
 

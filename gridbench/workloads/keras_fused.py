@@ -141,7 +141,9 @@ class FusedSession:
                 key,
                 program_arguments(arguments, self.place),
                 self.place,
-                lambda: _compile_fused(self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place),
+                lambda tag: _compile_fused(
+                    self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place, tag
+                ),
                 keep=self.keep_programs,
             ),
         )
@@ -170,7 +172,9 @@ class FusedSession:
             self.program_key,
             program_arguments(arguments, place),
             place,
-            lambda: _compile_fused(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True),
+            lambda tag: _compile_fused(
+                model, optimizer, arguments, self.steps, self.batch_size, place, tag, ahead=True
+            ),
             ahead=True,
             keep=self.keep_programs,
         )
@@ -212,9 +216,17 @@ class FusedSession:
 
 
 def _compile_fused(
-    model: keras.Model, optimizer: keras.Optimizer, arguments: tuple, steps: int, batch_size: int, place, ahead=False
+    model: keras.Model,
+    optimizer: keras.Optimizer,
+    arguments: tuple,
+    steps: int,
+    batch_size: int,
+    place,
+    tag: str | None = None,
+    ahead: bool = False,
 ) -> Program:
-    """Traces and compiles the vmapped epoch and evaluation for `arguments`' shapes (a leading member axis)."""
+    """Traces and compiles the vmapped epoch and evaluation for `arguments`' shapes (a leading member axis); `tag`
+    ends the executables' names (saved_programs.ready_or_compile)."""
     start, cache = time.perf_counter(), compile_cache.mark()
     epoch = make_train_epoch(
         make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy()), steps, batch_size
@@ -228,6 +240,6 @@ def _compile_fused(
         return jax.vmap(one)(state, key_data)
 
     # One program per group's key; donating the stacked state lets XLA update every member's weights in place.
-    train_epoch = jax.jit(fused_epoch, donate_argnums=0).lower(*arguments).compile()
-    correct = compile_evaluation(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)), arguments, place)
+    train_epoch = jax.jit(saved_programs.tagged(fused_epoch, tag), donate_argnums=0).lower(*arguments).compile()
+    correct = compile_evaluation(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)), arguments, place, tag)
     return Program(train_epoch, correct, time.perf_counter() - start, ahead, cached=compile_cache.all_loaded(cache))

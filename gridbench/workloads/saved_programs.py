@@ -28,6 +28,7 @@ first. Like JAX's own cache, the directory is trusted: loading an executable run
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -53,6 +54,9 @@ SUFFIX = ".program"
 SUBDIRECTORY = "programs"
 ENABLED_ENV = "GRIDBENCH_SAVED_PROGRAMS"  # "0": trace, lower and look up in JAX's cache every time, as before
 EXECUTABLES = ("train_epoch", "correct")  # the Program's executables kept in a file
+# Program keys whose programs JAX's cache served in this process with no saved file to read: an older
+# gridbench's, one whose file was evicted, or one compiled before gridbench.workloads' source changed.
+SERVED_UNSAVED: set[tuple] = set()
 _log = logging.getLogger(__name__)
 
 
@@ -68,36 +72,68 @@ def ready_or_compile(
     program_key: tuple,
     arguments: dict[str, tuple],
     place,
-    compile_program: Callable[[], Program],
+    compile_program: Callable[[str | None], Program],
     *,
     ahead: bool = False,
     keep: bool = True,
 ) -> Program:
-    """The program saved under `program_key`, if one takes `arguments`; else compile_program(), then saved.
+    """The program saved under `program_key`, if one takes `arguments`; else compile_program(tag), then saved.
 
     `arguments` holds, for each of EXECUTABLES, the arguments (or their ShapeDtypeStructs) it is called with.
-    `keep` False (a user's model), several devices or no directory: compile_program() alone.
+    `tag` names the program's executables in JAX's cache after its identity: none of them is then served by an
+    entry another program (the same evaluation under another batch size or optimizer) or another identity (an
+    older gridbench.workloads) compiled, which could not be saved (below). `keep` False (a user's model), several
+    devices or no directory: compile_program(None) alone, as before.
     """
     where = directory()
     if where is None or not keep or isinstance(place, jax.sharding.Sharding):
-        return compile_program()
+        return compile_program(None)
     name = identity(program_key, place)
     path = path_of(where, name)
     program = load(path, name, arguments, place, ahead)
     if program is not None:
         return program
     served = compile_cache.mark()[1]
-    program = compile_program()
+    program = compile_program(os.path.basename(path)[:12])
     # Only an executable XLA compiled here: one that JAX's cache served does not serialise whole again (JAX
     # 0.10.2 on CPU: the reloaded executable failed as it ran, "Function add_tanh_fusion.2 not found").
     if compile_cache.mark()[1] == served:
         save(path, name, program)
+    else:
+        SERVED_UNSAVED.add(program_key)  # a precompile process compiles it again past JAX's cache (save_unsaved)
     return program
+
+
+@contextlib.contextmanager
+def past_jax_cache():
+    """Compilations inside neither read nor write JAX's persistent cache: for compiling again, to save, what it
+    served (ready_or_compile). Process-wide: only for a process that compiles nothing else meanwhile."""
+    from jax._src import compilation_cache  # JAX's own module: no public way to step past its cache for a while
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()  # JAX decides once per process whether it uses the cache: ask it again
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)
+        compilation_cache.reset_cache()
 
 
 def identity(program_key: tuple, device) -> str:
     """Everything a program depends on besides its arguments' values, as text (a file's name hashes it)."""
     return repr((FORMAT, program_key, _process_identity(), _device_identity(device), _trace_config(), _keras_config()))
+
+
+def tagged(function: Callable, tag: str | None) -> Callable:
+    """`function` under a name that ends in `tag` (jax.jit names its program, and JAX's cache entry, after it)."""
+    if tag is None:
+        return function
+
+    def renamed(*args):
+        return function(*args)
+
+    renamed.__name__ = renamed.__qualname__ = f"{getattr(function, '__name__', 'program')}_{tag}"
+    return renamed
 
 
 def path_of(where: str, name: str) -> str:
@@ -270,8 +306,17 @@ def _write_whole(path: str, blob: bytes) -> None:
         raise
 
 
+STALE_WRITE_S = 3600  # a temporary file older than this was left by a writer that died
+
+
 def bound(where: str, max_bytes: int) -> None:
-    """Removes the least recently used saved programs in `where` beyond `max_bytes`."""
+    """Removes the least recently used saved programs in `where` beyond `max_bytes`, and dead writers' leftovers."""
+    for leftover in Path(where).glob(".writing-*"):
+        try:
+            if time.time() - leftover.stat().st_mtime > STALE_WRITE_S:
+                leftover.unlink()
+        except OSError:  # another worker's, removed meanwhile
+            pass
     files = []
     for path in Path(where).glob(f"*{SUFFIX}"):
         try:

@@ -20,6 +20,7 @@ import numpy as np
 
 from gridbench import compile_cache, datasets
 from gridbench.datasets import trial_data
+from gridbench.trial.precompile import save_unsaved
 from gridbench.trial.timing import PhaseClock
 from gridbench.workloads import get_workload, keras_mlp, saved_programs
 from gridbench.workloads.keras_compiled import program_arguments
@@ -110,6 +111,20 @@ def identity_report() -> dict:
     return report
 
 
+def bound_report(where: Path) -> dict:
+    """What bound() keeps of four 100-byte programs in 250 bytes (the oldest read last), and of dead writers' files."""
+    where.mkdir()
+    for age, name in enumerate("abcd"):
+        (where / f"{name}{saved_programs.SUFFIX}").write_bytes(b"x" * 100)
+        os.utime(where / f"{name}{saved_programs.SUFFIX}", (1000 + age, 1000 + age))
+    os.utime(where / f"a{saved_programs.SUFFIX}", (2000, 2000))  # read last: kept
+    (where / ".writing-old").write_bytes(b"x")
+    os.utime(where / ".writing-old", (1000, 1000))
+    (where / ".writing-now").write_bytes(b"x")
+    saved_programs.bound(str(where), 250)
+    return {"kept": sorted(p.name for p in where.iterdir())}
+
+
 def main(cache: Path) -> dict:
     compile_cache.use(str(cache))
     report = {"mlp": [trial(), trial()], "fused": [trial(True), trial(True)]}  # traced and saved; then loaded
@@ -125,7 +140,9 @@ def main(cache: Path) -> dict:
     path.write_bytes(fused_bytes)  # whole, but another program's
     report["foreign"] = trial()
     report["foreign_removed"] = not path.exists()
-    path.write_bytes(good)
+    # JAX's cache served it, with no file to read: a precompile process compiles it again past JAX's cache, saves it.
+    report["served_unsaved"] = mlp_session().program_key in saved_programs.SERVED_UNSAVED and not path.exists()
+    save_unsaved([mlp_session()])
     report["restored"] = trial()
     # A program JAX's cache has not seen, compiled from shapes alone and loaded; then the same traced again.
     report["detached"] = trial(detached=True, units=24)
@@ -136,6 +153,7 @@ def main(cache: Path) -> dict:
     compile_cache.unused()
     report["off"] = trial(units=8)  # compiled, and not saved
     report["off_saved_nothing"] = saved_files(cache) == files
+    report["bound"] = bound_report(cache / "bound")
     report["identity"] = identity_report()  # last: it changes XLA_FLAGS
     return report
 
