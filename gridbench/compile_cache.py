@@ -18,7 +18,9 @@ it says so in one line and compiles in the search's own directory instead, and t
 parent records why (`compile_cache.state`).
 
 JAX keys each entry by the program, the JAX and XLA versions, the device kind and the
-compiler flags, so an entry never serves another machine's or version's program. Each
+compiler flags, so an entry never serves another machine's or version's program. Beside
+its entries, gridbench keeps each program's executables (`programs/`,
+gridbench.workloads.saved_programs), which a worker loads without tracing the program. Each
 trial records whether the cache served every compilation its program needed
 (`program.cached`), so a search on a warm cache is never read as one that compiled.
 
