@@ -1,9 +1,9 @@
 """Compiled programs kept on disk beside JAX's compile cache, ready without tracing or lowering them again.
 
 JAX's persistent cache keys an entry by the lowered program, so a program found there is
-still traced and lowered first: on an H100 0.2-0.5 s of the 0.3-0.6 s it took to be ready
-(docs/results/h100-fixed-costs.md). Here whoever compiles a program (a trial, a compilation
-ahead, a precompile process) also writes its executables, serialised
+still traced and lowered first: on an H100 0.24-0.62 s to be ready, the cache read 0.08-0.16 s
+of it (docs/results/h100-fixed-costs.md). Here whoever compiles a program (a trial, a
+compilation ahead, a precompile process) also writes its executables, serialised
 (jax.experimental.serialize_executable) with their argument and result trees, to
 `programs/` in the same cache directory, named by everything the program depends on
 (`identity`). A later worker that finds the file loads the executables directly.
@@ -14,10 +14,16 @@ source of gridbench.workloads (the loop, the models, donation), the versions of 
 Keras and Python, JAX's tracing configuration, Keras' configuration, the XLA flags, the
 device's platform, kind and runtime, and the host's processor. A file is used only if its
 checksum and the full identity inside it match, and its executables take exactly the
-arguments the trial passes (shapes, dtypes, shardings); anything else (missing, damaged,
-stale, unreadable) falls back to tracing and compiling, through JAX's cache, and the
-file is written anew. Writers write a temporary file and rename it, so that concurrent
-writers never leave a partial one.
+arguments the trial passes (shapes, dtypes, shardings); anything else (damaged, foreign,
+unfitting, unreadable) falls back to tracing and JAX's cache, and the file is removed.
+Writers write a temporary file and rename it, so that concurrent writers never leave a
+partial one.
+
+Only executables XLA compiled in the process are saved: one that JAX's cache served does not
+serialise whole again. So the executables are named after the identity in JAX's cache too
+(`tagged`): no other program's entry (an evaluation shared by two batch sizes) and no older
+gridbench's serves them. One JAX's cache still serves (its file evicted) is compiled again past
+JAX's cache by a precompile process, which saves it (gridbench.trial.precompile.save_unsaved).
 
 Nothing here is read or written without a compile cache (--compile-cache off), for a user's
 model (its source is not in the name), under data parallelism, or with
@@ -300,6 +306,7 @@ def _write_whole(path: str, blob: bytes) -> None:
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(blob)
+        os.chmod(temporary, 0o644)  # as JAX's own entries (mkstemp makes it the owner's alone)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
