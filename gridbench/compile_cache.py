@@ -18,7 +18,9 @@ it says so in one line and compiles in the search's own directory instead, and t
 parent records why (`compile_cache.state`).
 
 JAX keys each entry by the program, the JAX and XLA versions, the device kind and the
-compiler flags, so an entry never serves another machine's or version's program. Each
+compiler flags, so an entry never serves another machine's or version's program. Beside
+its entries, gridbench keeps each program's executables (`programs/`,
+gridbench.workloads.saved_programs), which a worker loads without tracing the program. Each
 trial records whether the cache served every compilation its program needed
 (`program.cached`), so a search on a warm cache is never read as one that compiled.
 
@@ -55,9 +57,13 @@ PROGRAM_PHASES = {
     "/jax/core/compile/backend_compile_duration": "backend_s",
     "/jax/compilation_cache/cache_retrieval_time_sec": "cache_read_s",
 }
+# gridbench's own clocks beside them (gridbench.workloads.saved_programs): reading a saved executable, which
+# skips the three phases above, and writing one after a compilation.
+SAVED_PHASES = ("executable_read_s", "executable_write_s")
 _counts = threading.local()  # per thread: compilations ahead run in threads of their own
 _listening = False
 _listening_lock = threading.Lock()
+_in_use: str | None = None  # the directory `use` gave this process's JAX; None: no cache (--compile-cache off)
 
 
 def persistent_dir() -> str:
@@ -128,7 +134,20 @@ def use(cache_dir: str) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     jax.config.update("jax_compilation_cache_max_size", max_size_bytes())
+    global _in_use
+    _in_use = cache_dir
     listen()
+
+
+def unused() -> None:
+    """This worker keeps no programs on disk (--compile-cache off): nothing is read or written beside JAX's."""
+    global _in_use
+    _in_use = None
+
+
+def in_use() -> str | None:
+    """The compile cache this process's JAX was pointed at (`use`), or None."""
+    return _in_use
 
 
 def listen() -> None:
@@ -157,9 +176,14 @@ def _heard_duration(event: str, duration: float, **_details) -> None:
         setattr(_counts, phase, getattr(_counts, phase, 0.0) + duration)
 
 
+def add_phase(phase: str, seconds: float) -> None:
+    """Counts `seconds` to one of SAVED_PHASES, on this thread's clocks beside JAX's."""
+    setattr(_counts, phase, getattr(_counts, phase, 0.0) + seconds)
+
+
 def phase_totals() -> dict[str, float]:
-    """This thread's time so far in each of PROGRAM_PHASES' phases (seconds)."""
-    return {phase: getattr(_counts, phase, 0.0) for phase in PROGRAM_PHASES.values()}
+    """This thread's time so far in each of PROGRAM_PHASES' and SAVED_PHASES' phases (seconds)."""
+    return {phase: getattr(_counts, phase, 0.0) for phase in (*PROGRAM_PHASES.values(), *SAVED_PHASES)}
 
 
 def phases_since(before: dict[str, float]) -> dict[str, float]:

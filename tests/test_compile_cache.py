@@ -67,8 +67,9 @@ def test_two_searches_share_a_cold_cache_at_once_and_corrupt_entries_are_compile
         output = process.communicate(timeout=600)[0]
         assert process.returncode == 0, output[-3000:]
     entries = list(cache.glob("*-cache"))
-    assert entries
-    for entry in entries:  # every program's entry unreadable
+    saved = list(cache.glob("programs/*.program"))  # gridbench.workloads.saved_programs: one per program
+    assert entries and saved
+    for entry in entries + saved:  # every program's entry unreadable
         entry.write_bytes(b"not an XLA executable")
     third = search(tmp_path, uri, cache)
     output = third.communicate(timeout=600)[0]
@@ -77,3 +78,5 @@ def test_two_searches_share_a_cold_cache_at_once_and_corrupt_entries_are_compile
     assert read_search(uri, run_id).metrics[schema.TRIALS_FINISHED] == 4
     assert read_search(uri, run_id).tags[schema.COMPILE_CACHE_STATE].endswith("MB")  # what it held: not empty
     assert "no" in program_sources(uri, run_id)  # the corrupt programs were compiled, not loaded
+    rewritten = list(cache.glob("programs/*.program"))  # and saved again, whole
+    assert rewritten and all(path.read_bytes().startswith(b"gridbench-program\n") for path in rewritten)

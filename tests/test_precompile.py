@@ -108,6 +108,15 @@ def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while
     sources = sorted((c.data.tags[schema.PROGRAM_CACHED], c.data.tags[schema.PROGRAM_REUSED]) for c in children)
     # Each program's first trial loaded it from the search's cache; the next trial of it found it in its worker.
     assert sources == [("yes", "no"), ("yes", "no"), ("yes", "yes"), ("yes", "yes")]
+    assert_read_saved_executables(children)
+
+
+def assert_read_saved_executables(children) -> None:
+    """Each program's first trial read the executables the processes saved, with no tracing (saved_programs)."""
+    firsts = [c.data.metrics for c in children if c.data.tags[schema.PROGRAM_REUSED] == "no"]
+    assert firsts
+    for metrics in firsts:
+        assert metrics[schema.PROGRAM_EXECUTABLE_READ_S] > 0 and metrics[schema.PROGRAM_TRACE_S] == 0
 
 
 def test_a_search_whose_programs_cannot_be_handed_to_a_process_compiles_them_in_its_trials(monkeypatch):
@@ -181,3 +190,4 @@ def test_on_a_gpu_the_trials_load_the_programs_compiled_while_ray_started(tmp_pa
         tags = child.data.tags
         assert tags[schema.DEVICE_ACTUAL] == "gpu:0" and tags["train_loop"] == "compiled"
         assert tags[schema.PROGRAM_CACHED] == "yes" and child.data.metrics[schema.PROGRAMS_AHEAD] == 0
+    assert_read_saved_executables(children)

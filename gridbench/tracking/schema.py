@@ -367,8 +367,9 @@ PROGRAM_REUSED = _tag("program.reused", On.TRIAL, "yes: the program was compiled
 PROGRAM_CACHED = _tag(
     "program.cached",
     On.TRIAL,
-    "yes: JAX's persistent cache served every compilation the trial's program needed (compiled by another worker, "
-    "or by an earlier search under --compile-cache persistent)",
+    "yes: JAX's persistent cache served every compilation the trial's program needed, or its executables were "
+    "read from the programs saved beside it (compiled by another worker, or by an earlier search under "
+    "--compile-cache persistent)",
     since=4,
 )
 # compile_s as JAX's own clocks split it (gridbench.compile_cache.PROGRAM_PHASES), on trials whose thread got
@@ -383,11 +384,22 @@ PROGRAM_BACKEND_S = _metric(
 PROGRAM_CACHE_READ_S = _metric(
     "program.cache_read_s", On.TRIAL, "of program.backend_s: reading and loading entries from the persistent cache"
 )
+# gridbench's own parts of compile_s beside JAX's (gridbench.workloads.saved_programs).
+PROGRAM_EXECUTABLE_READ_S = _metric(
+    "program.executable_read_s",
+    On.TRIAL,
+    "of compile_s: reading and loading the program's saved executables (no tracing, lowering or backend step)",
+)
+PROGRAM_EXECUTABLE_WRITE_S = _metric(
+    "program.executable_write_s", On.TRIAL, "of compile_s: saving the compiled program's executables for later workers"
+)
 PROGRAM_PHASE_METRICS = {
     "trace_s": PROGRAM_TRACE_S,
     "lower_s": PROGRAM_LOWER_S,
     "backend_s": PROGRAM_BACKEND_S,
     "cache_read_s": PROGRAM_CACHE_READ_S,
+    "executable_read_s": PROGRAM_EXECUTABLE_READ_S,
+    "executable_write_s": PROGRAM_EXECUTABLE_WRITE_S,
 }
 PROGRAMS_AHEAD = _metric(
     "programs_compiled_ahead", On.TRIAL, "programs of later trials this trial started compiling in the background"

@@ -16,12 +16,20 @@ import os
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
+from gridbench import compile_cache
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
 from gridbench.trial import steps
 from gridbench.trial.context import TrialContext
 from gridbench.trial.outcome import TrialOutcome
-from gridbench.trial.steps import blas_threads, check_device, compile_others_ahead, load_data, without_accuracy
+from gridbench.trial.steps import (
+    blas_threads,
+    check_device,
+    compile_others_ahead,
+    load_data,
+    program_phases,
+    without_accuracy,
+)
 from gridbench.trial.timing import PhaseClock, epoch_summary
 
 
@@ -50,8 +58,10 @@ def train_fused(
             session.workload = context.workload
             session.build()
         check_device(outcome, context, session, f"{context.backend} placed the fused group")
+        program_clocks = compile_cache.phase_totals()
         with clock.phase("compile"):
             outcome.tags.update(session.compile())
+        phases = program_phases(compile_cache.phases_since(program_clocks))
         ahead = compile_others_ahead(  # after its own, as trial.trial_runner does
             context, session, lambda: _other_groups(entry, context, hyperparameters, data)
         )
@@ -66,6 +76,7 @@ def train_fused(
     size = len(members)
     shares = [seconds / size for seconds in clock.epochs]
     timings = _member_timings(clock, size, group_wall, import_s, ahead, session.train_samples, gpu_metrics)
+    timings.update({metric: seconds / size for metric, seconds in phases.items()})  # compile_s's parts, shared too
     tags = {
         **outcome.tags,
         "threads.omp": os.environ["OMP_NUM_THREADS"],

@@ -101,6 +101,7 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
     entry = context.resolve_workload().load_train()
     entry.prepare(context)  # the search's compile cache and its per-program locks
     data = load_data(context, context.params)
+    sessions = []
     for index in indices:
         started = time.perf_counter()
         line: dict = {"index": index}
@@ -109,6 +110,7 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
             if session is None:
                 continue
             lookup = PROGRAMS.get(session.program_key, session.compile_detached)
+            sessions.append(session)
             # cached: a trial (or an earlier search, on a persistent cache) compiled it first; this one loaded it.
             line.update(compile_s=lookup.program.compile_s, cached=lookup.program.cached)
             mark_ready(context, index)
@@ -118,6 +120,25 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
         line["wall_s"] = time.perf_counter() - started
         results.write(json.dumps(line) + "\n")
         results.flush()
+    save_unsaved(sessions)
+
+
+def save_unsaved(sessions: list) -> None:
+    """Compiles again, past JAX's cache, each program that cache served with no saved file to read, and saves it
+    (gridbench.workloads.saved_programs): later workers then load it without tracing. After every program of
+    this process is ready and outside the per-program locks, so that no trial waits for it; within this
+    process's wall time (the search records it)."""
+    from gridbench.workloads import saved_programs
+
+    unsaved = [session for session in sessions if session.program_key in saved_programs.SERVED_UNSAVED]
+    if not unsaved:
+        return
+    try:
+        with saved_programs.past_jax_cache():
+            for session in unsaved:
+                session.compile_detached()
+    except Exception:  # noqa: BLE001 - JAX's cache served these programs; saving them is only for next time
+        traceback.print_exc()
 
 
 def main(argv: list[str] | None = None) -> int:

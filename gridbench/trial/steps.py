@@ -48,6 +48,14 @@ def check_device(outcome: TrialOutcome, context: TrialContext, session, what: st
         raise DeviceMismatch(f"requested {context.device} but {what} on {actual}")
 
 
+def program_phases(phases: dict[str, float]) -> dict[str, float]:
+    """The compile phase's split by JAX's clocks and gridbench's (compile_cache.phases_since), where this trial's
+    thread got its program itself (else none)."""
+    if not any(phases.values()):
+        return {}
+    return {schema.PROGRAM_PHASE_METRICS[phase]: seconds for phase, seconds in phases.items()}
+
+
 def sampler(gpus: list[int]):
     return gpu_monitor.GpuSampler(gpus[0]) if gpus else contextlib.nullcontext()
 

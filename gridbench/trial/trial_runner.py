@@ -29,6 +29,7 @@ from gridbench.trial.steps import (
     compile_others_ahead,
     load_data,
     other_programs,
+    program_phases,
     without_accuracy,
 )
 from gridbench.trial.timing import PhaseClock, epoch_summary
@@ -88,13 +89,6 @@ def note_started(context: TrialContext) -> None:
             marker.write(repr(time.time()))
     except OSError:  # the driver's clock then starts at the worker's start instead
         pass
-
-
-def program_phases(phases: dict[str, float]) -> dict[str, float]:
-    """The compile phase's split by JAX's clocks, where this trial's thread got its program itself (else none)."""
-    if not any(phases.values()):
-        return {}
-    return {schema.PROGRAM_PHASE_METRICS[phase]: seconds for phase, seconds in phases.items()}
 
 
 def _train_one(outcome, entry, context: TrialContext, hyperparameters, repeat: int, gpus, import_s: float, start):

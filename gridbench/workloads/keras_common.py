@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
 
+from gridbench import compile_cache
 from gridbench.tracking import schema
 from gridbench.workloads.keras_layers import parameter_count
 
@@ -106,8 +107,6 @@ def prepare(context) -> None:
     """Checks the backend this worker imported, limits it to the trial's CPUs and GPU memory share."""
     prepare_keras(context.cpus)
     if context.backend == "jax" and context.compile_cache_dir:
-        from gridbench import compile_cache
-
         # Trials that differ only in values held as state (learning rate, seed) compile
         # to the same program: compile it once per search (or load it from an earlier
         # search's). Warm-up epochs still show the compiling trial's cost, and the
@@ -116,6 +115,8 @@ def prepare(context) -> None:
         from gridbench.workloads.programs import PROGRAMS
 
         PROGRAMS.lock_dir = context.compile_cache_dir  # one compilation per program across the search's workers
+    elif context.backend == "jax":
+        compile_cache.unused()  # --compile-cache off: no program read or written beside JAX's (saved_programs)
     if context.device == "gpu" and context.backend == "torch":
         import torch
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from gridbench import compile_cache
 from gridbench.datasets import Dataset
-from gridbench.workloads import program_key
+from gridbench.workloads import program_key, saved_programs
 from gridbench.workloads.keras_common import (
     check_divisible_batch,
     data_parallel,
@@ -130,8 +130,11 @@ class CompiledSession:
         seed: int,
         build_model: Callable[[], keras.Model],
         workload: str = "",
+        keep_programs: bool = True,
     ):
         self.build_model = build_model
+        # Its programs saved on disk for later workers (saved_programs): not a user's model, whose source can change.
+        self.keep_programs = keep_programs
         self.hyperparameters = dict(hyperparameters)
         self.data = data
         self.seed = seed
@@ -182,9 +185,18 @@ class CompiledSession:
 
     def compile(self) -> dict[str, str]:
         """Takes the program from the worker's cache, compiling it if this trial is the first to need it."""
+        key, arguments = self.program_key, self._arguments()
         lookup = PROGRAMS.get(
-            self.program_key,
-            lambda: _compile(self.model, self.optimizer, self._arguments(), self.steps, self.batch_size, self.place),
+            key,
+            lambda: saved_programs.ready_or_compile(
+                key,
+                program_arguments(arguments, self.place),
+                self.place,
+                lambda tag: _compile(
+                    self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place, tag
+                ),
+                keep=self.keep_programs,
+            ),
         )
         self.program = lookup.program
         return program_tags(lookup)
@@ -203,7 +215,14 @@ class CompiledSession:
             jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
             jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
         )
-        return _compile(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True)
+        return saved_programs.ready_or_compile(
+            self.program_key,
+            program_arguments(arguments, place),
+            place,
+            lambda tag: _compile(model, optimizer, arguments, self.steps, self.batch_size, place, tag, ahead=True),
+            ahead=True,
+            keep=self.keep_programs,
+        )
 
     def _arguments(self) -> tuple:
         return self.state, self.key, self.x_train, self.y_train
@@ -282,13 +301,23 @@ def eval_chunks(x: np.ndarray, y: np.ndarray, place):
         yield jax.device_put((x[i : i + EVAL_BATCH], y[i : i + EVAL_BATCH]), place)
 
 
-def compile_evaluation(correct: Callable, arguments: tuple, place):
-    """`correct` (a chunk's correct predictions) compiled for `arguments`' weights and a chunk on `place`."""
+def evaluation_arguments(arguments: tuple, place) -> tuple:
+    """What the evaluation is called with, given an epoch's `arguments`: the weights and a chunk on `place`."""
     (trainable, non_trainable, _), _, x_train, _ = arguments
     sharding = as_sharding(place)
     chunk = jax.ShapeDtypeStruct((EVAL_BATCH, *x_train.shape[1:]), x_train.dtype, sharding=sharding)
     labels = jax.ShapeDtypeStruct((EVAL_BATCH,), np.int32, sharding=sharding)
-    return jax.jit(correct).lower(trainable, non_trainable, chunk, labels).compile()
+    return trainable, non_trainable, chunk, labels
+
+
+def program_arguments(arguments: tuple, place) -> dict[str, tuple]:
+    """Each of a Program's executables' arguments (saved_programs checks a saved one takes them)."""
+    return {"train_epoch": arguments, "correct": evaluation_arguments(arguments, place)}
+
+
+def compile_evaluation(correct: Callable, arguments: tuple, place, tag: str | None = None):
+    """`correct` (a chunk's correct predictions) compiled for `arguments`' weights and a chunk on `place`."""
+    return jax.jit(saved_programs.tagged(correct, tag)).lower(*evaluation_arguments(arguments, place)).compile()
 
 
 def state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
@@ -306,22 +335,23 @@ def _compile(
     steps: int,
     batch_size: int,
     place,
+    tag: str | None = None,
     ahead: bool = False,
 ) -> Program:
     """Traces and compiles one epoch and the evaluation chunk for `arguments`' shapes and placement.
 
     The model and optimizer only give the program its structure: any state of the
     same structure (another seed, learning rate or dropout rate) runs through it.
+    `tag` ends the executables' names (saved_programs.ready_or_compile).
     """
     start, cache = time.perf_counter(), compile_cache.mark()
     distribution = keras.distribution.distribution()
     step = make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy())
     shard = (lambda batch: batch) if distribution is None else _batch_sharder(distribution)
     # Donating the state lets XLA update the weights in place.
-    train_epoch = (
-        jax.jit(make_train_epoch(step, steps, batch_size, shard), donate_argnums=0).lower(*arguments).compile()
-    )
-    correct = compile_evaluation(make_correct_count(model), arguments, place)
+    epoch = saved_programs.tagged(make_train_epoch(step, steps, batch_size, shard), tag)
+    train_epoch = jax.jit(epoch, donate_argnums=0).lower(*arguments).compile()
+    correct = compile_evaluation(make_correct_count(model), arguments, place, tag)
     return Program(train_epoch, correct, time.perf_counter() - start, ahead, cached=compile_cache.all_loaded(cache))
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from gridbench import compile_cache
 from gridbench.datasets import Dataset
-from gridbench.workloads import program_key
+from gridbench.workloads import program_key, saved_programs
 from gridbench.workloads.keras_common import keras_facts
 from gridbench.workloads.keras_compiled import (
     as_sharding,
@@ -40,6 +40,7 @@ from gridbench.workloads.keras_compiled import (
     make_train_epoch,
     make_train_step,
     model_and_optimizer,
+    program_arguments,
     state_of,
 )
 from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program, program_tags
@@ -64,6 +65,7 @@ class FusedSession:
         seeds: Sequence[int],
         data: Dataset,
         build_model: ModelBuilder,
+        keep_programs: bool = True,
     ):
         if not members or len(members) != len(seeds):
             raise ValueError(f"a fused group needs one seed per member; got {len(members)} members, {len(seeds)} seeds")
@@ -71,6 +73,7 @@ class FusedSession:
         self.seeds = [int(s) for s in seeds]
         self.data = data
         self.build_model = build_model
+        self.keep_programs = keep_programs  # saved on disk for later workers (saved_programs): not a user's model
         first = self.members[0]
         self.batch_size = int(first["batch_size"])
         self.epochs = int(first["epochs"])
@@ -131,10 +134,18 @@ class FusedSession:
 
     def compile(self) -> dict[str, str]:
         """Takes the group's program from the worker's cache, compiling it if no group of its key has."""
-        arguments = (self.state, self.keys, self.x_train, self.y_train)
+        key, arguments = self.program_key, (self.state, self.keys, self.x_train, self.y_train)
         lookup = PROGRAMS.get(
-            self.program_key,
-            lambda: _compile_fused(self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place),
+            key,
+            lambda: saved_programs.ready_or_compile(
+                key,
+                program_arguments(arguments, self.place),
+                self.place,
+                lambda tag: _compile_fused(
+                    self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place, tag
+                ),
+                keep=self.keep_programs,
+            ),
         )
         self.program = lookup.program
         return program_tags(lookup)
@@ -157,7 +168,16 @@ class FusedSession:
             jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
             jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
         )
-        return _compile_fused(model, optimizer, arguments, self.steps, self.batch_size, place, ahead=True)
+        return saved_programs.ready_or_compile(
+            self.program_key,
+            program_arguments(arguments, place),
+            place,
+            lambda tag: _compile_fused(
+                model, optimizer, arguments, self.steps, self.batch_size, place, tag, ahead=True
+            ),
+            ahead=True,
+            keep=self.keep_programs,
+        )
 
     def actual_device(self) -> str:
         return device_of(self.state, self.x_train)
@@ -196,9 +216,17 @@ class FusedSession:
 
 
 def _compile_fused(
-    model: keras.Model, optimizer: keras.Optimizer, arguments: tuple, steps: int, batch_size: int, place, ahead=False
+    model: keras.Model,
+    optimizer: keras.Optimizer,
+    arguments: tuple,
+    steps: int,
+    batch_size: int,
+    place,
+    tag: str | None = None,
+    ahead: bool = False,
 ) -> Program:
-    """Traces and compiles the vmapped epoch and evaluation for `arguments`' shapes (a leading member axis)."""
+    """Traces and compiles the vmapped epoch and evaluation for `arguments`' shapes (a leading member axis); `tag`
+    ends the executables' names (saved_programs.ready_or_compile)."""
     start, cache = time.perf_counter(), compile_cache.mark()
     epoch = make_train_epoch(
         make_train_step(model, optimizer, keras.losses.SparseCategoricalCrossentropy()), steps, batch_size
@@ -212,6 +240,6 @@ def _compile_fused(
         return jax.vmap(one)(state, key_data)
 
     # One program per group's key; donating the stacked state lets XLA update every member's weights in place.
-    train_epoch = jax.jit(fused_epoch, donate_argnums=0).lower(*arguments).compile()
-    correct = compile_evaluation(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)), arguments, place)
+    train_epoch = jax.jit(saved_programs.tagged(fused_epoch, tag), donate_argnums=0).lower(*arguments).compile()
+    correct = compile_evaluation(jax.vmap(make_correct_count(model), in_axes=(0, 0, None, None)), arguments, place, tag)
     return Program(train_epoch, correct, time.perf_counter() - start, ahead, cached=compile_cache.all_loaded(cache))

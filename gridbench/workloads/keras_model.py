@@ -35,6 +35,10 @@ if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
 class Entry:
     """A model family's entry: the common Keras set-up, and sessions that build its model."""
 
+    # Its compiled programs saved on disk for later workers (gridbench.workloads.saved_programs), named by
+    # gridbench's own source among the rest: a user's model (UserEntry), whose source is not, keeps none.
+    keeps_programs = True
+
     def __init__(self, family: str):
         self.family = family
         self.build = keras_families.BUILDERS[family]
@@ -51,7 +55,9 @@ class Entry:
         if hyperparameters.get("train_loop") == "compiled":
             from gridbench.workloads.keras_compiled import CompiledSession
 
-            return CompiledSession(hyperparameters, data, seed, build_model, workload=self.family)
+            return CompiledSession(
+                hyperparameters, data, seed, build_model, workload=self.family, keep_programs=self.keeps_programs
+            )
         return KerasFitSession(hyperparameters, data, seed, build_model, workload=self.family)
 
     def open_fused_session(self, members: Sequence[Mapping[str, Any]], data: Dataset, seeds: Sequence[int]):
@@ -67,7 +73,7 @@ class Entry:
         def build_model(hyperparameters: Mapping[str, Any]) -> keras.Model:
             return self.build(hyperparameters, data.x_train.shape[1:], data.num_classes)
 
-        return FusedSession(members, seeds, data, build_model)
+        return FusedSession(members, seeds, data, build_model, keep_programs=self.keeps_programs)
 
 
 class KerasFitSession:

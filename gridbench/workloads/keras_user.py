@@ -26,6 +26,8 @@ def resolve_builder(model_builder) -> Callable:
 class UserEntry(Entry):
     """Entry's sessions around the user's `build(hp)`, which knows its own input shape and classes."""
 
+    keeps_programs = False  # its source can change under the same name: traced each time (JAX's cache still serves)
+
     def __init__(self, model_builder):
         # Names the model in its programs' keys (gridbench.workloads.programs).
         self.family = getattr(model_builder, "__qualname__", None) or str(model_builder[0])

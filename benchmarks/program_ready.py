@@ -1,0 +1,125 @@
+"""How long a program found on disk takes to be ready: JAX's persistent cache alone (trace, lower, cache read)
+against the executables gridbench saves beside it (gridbench.workloads.saved_programs), in one call.
+
+    python benchmarks/program_ready.py [--data PATH/mnist.npz] [--repeats 3] [--json FILE]
+    python benchmarks/program_ready.py --quick      # anywhere, in minutes: digits, a 64-unit MLP
+
+Two programs of the mnist grid: one configuration on the compiled loop (an MLP trial's program) and a fused
+group of 8 (benchmarks/fused.py's group size), each under two settings, each in a compile cache of its own:
+  - jax-cache: GRIDBENCH_SAVED_PROGRAMS=0, the way before: JAX's persistent cache only;
+  - saved:     the default: the executables saved beside it.
+For each, a first process compiles the program into the empty cache ("fill"), then --repeats fresh processes
+find it there ("ready"), as later searches' workers do. Each process does what a trial's compile phase does:
+`session.compile()` after `session.build()`, on the first JAX device, and reports that phase's seconds (what the
+trial records as compile_s), its parts by JAX's and gridbench's clocks (program.*_s), and the loss and accuracy
+after 2 epochs, so that the two settings can be seen to train alike. Without --data the data are synthetic,
+of mnist's shapes (the program is the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, sys, time
+    os.environ["KERAS_BACKEND"] = "jax"
+    args = json.loads(sys.argv[1])
+    import jax
+    from gridbench import compile_cache
+    from gridbench.datasets import DataSource
+    from gridbench.datasets.trial_data import load
+    from gridbench.trial.timing import PhaseClock
+    from gridbench.workloads import WORKLOADS, keras_mlp
+    compile_cache.use(args["cache"])  # as keras_common.prepare does in a search's worker
+    if args["quick"]:
+        source = DataSource("digits")
+    else:
+        source = DataSource("mnist", args["data"]) if args["data"] else DataSource("mnist", synthetic=True)
+    data = load(source, 0)
+    hp = {hp.name: hp.default for hp in WORKLOADS["mlp"].hyperparameters}
+    units, batch = (64, 32) if args["quick"] else (512, 128)
+    hp.update(epochs=2, train_loop="compiled", hidden_units=units, batch_size=batch, optimizer="rmsprop")
+    if args["program"] == "fused":
+        members = [dict(hp, learning_rate=lr, dropout=d) for lr in (1e-3, 3e-4, 1e-4, 3e-5) for d in (0.2, 0.5)]
+        session = keras_mlp.open_fused_session(members, data, [0] * len(members))
+    else:
+        session = keras_mlp.open_session(hp, data, seed=0)
+    session.workload = "mlp"
+    session.build()
+    session.sync()
+    before = compile_cache.phase_totals()
+    start = time.perf_counter()
+    tags = session.compile()
+    ready_s = time.perf_counter() - start
+    phases = compile_cache.phases_since(before)
+    fit = session.fit(PhaseClock(sync=session.sync))
+    evaluation = session.evaluate()
+    fit, evaluation = (fit[0], evaluation[0]) if isinstance(fit, list) else (fit, evaluation)
+    print(json.dumps({"ready_s": ready_s, "cached": tags["program.cached"], **phases,
+                      "loss": fit["train_loss"], "accuracy": evaluation["test_accuracy"],
+                      "device": str(jax.devices()[0]), "device_kind": jax.devices()[0].device_kind}))
+    """
+)
+PARTS = ("trace_s", "lower_s", "backend_s", "cache_read_s", "executable_read_s", "executable_write_s")
+
+
+def run(settings: dict, saved: bool) -> dict:
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    env.pop("GRIDBENCH_SAVED_PROGRAMS", None)
+    if not saved:
+        env["GRIDBENCH_SAVED_PROGRAMS"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(settings)], capture_output=True, text=True, env=env, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"program_ready: {settings} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def show(program: str, setting: str, stage: str, row: dict) -> None:
+    parts = "  ".join(f"{p.removesuffix('_s')} {row[p]:.3f}" for p in PARTS if row[p])
+    print(
+        f"{program:5s} {setting:9s} {stage:5s} ready {row['ready_s']:.3f} s (cached {row['cached']}: {parts})  "
+        f"loss {row['loss']:.5f} accuracy {row['accuracy']:.4f} on {row['device_kind']}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", help="mnist.npz (default: synthetic data of its shapes)")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes that find the program (default 3)")
+    parser.add_argument("--quick", action="store_true", help="digits and a 64-unit MLP, for a CPU")
+    parser.add_argument("--json", help="write every row here")
+    args = parser.parse_args()
+    rows = []
+    for program in ("mlp", "fused"):
+        for setting in ("jax-cache", "saved"):
+            cache = tempfile.mkdtemp(prefix=f"gridbench-ready-{program}-{setting}-")
+            settings = {"data": args.data, "program": program, "cache": cache, "quick": args.quick}
+            for stage in ("fill", *["ready"] * args.repeats):
+                row = {"program": program, "setting": setting, "stage": stage, **run(settings, setting == "saved")}
+                rows.append(row)
+                show(program, setting, stage, row)
+    print("\nready_s when found in the cache: median [min-max] over the fresh processes")
+    for program in ("mlp", "fused"):
+        for setting in ("jax-cache", "saved"):
+            ready = [
+                r["ready_s"] for r in rows if (r["program"], r["setting"], r["stage"]) == (program, setting, "ready")
+            ]
+            print(f"  {program:5s} {setting:9s} {statistics.median(ready):.3f} [{min(ready):.3f}-{max(ready):.3f}] s")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(rows, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
