@@ -30,6 +30,7 @@ from importlib import metadata
 
 from gridbench.trial.context import TrialContext, configure_process
 from gridbench.trial.steps import load_data
+from gridbench.workloads import source_digest
 
 NICENESS = 10  # these processes yield the cores to what they run beside: Ray's start, Tune, the trials
 
@@ -61,6 +62,7 @@ def ready_name(context: TrialContext, index: int) -> str | None:
         "seed": context.seed,
         "gpus_per_trial": context.gpus_per_trial,
         "versions": versions,
+        "workloads": source_digest(),  # an edited gridbench.workloads traces other programs
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=repr).encode()).hexdigest()[:32]
 
@@ -101,7 +103,7 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
     entry = context.resolve_workload().load_train()
     entry.prepare(context)  # the search's compile cache and its per-program locks
     data = load_data(context, context.params)
-    sessions = []
+    sessions, ready = [], []
     for index in indices:
         started = time.perf_counter()
         line: dict = {"index": index}
@@ -113,32 +115,36 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
             sessions.append(session)
             # cached: a trial (or an earlier search, on a persistent cache) compiled it first; this one loaded it.
             line.update(compile_s=lookup.program.compile_s, cached=lookup.program.cached)
-            mark_ready(context, index)
+            ready.append(index)
         except Exception as err:  # noqa: BLE001 - the trial that needs it compiles it, and says why if it fails too
             line["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
             traceback.print_exc()
         line["wall_s"] = time.perf_counter() - started
         results.write(json.dumps(line) + "\n")
         results.flush()
-    save_unsaved(sessions)
+    if save_unsaved(sessions):
+        for index in ready:
+            mark_ready(context, index)
 
 
-def save_unsaved(sessions: list) -> None:
+def save_unsaved(sessions: list) -> bool:
     """Compiles again, past JAX's cache, each program that cache served with no saved file to read, and saves it
     (gridbench.workloads.saved_programs): later workers then load it without tracing. After every program of
     this process is ready and outside the per-program locks, so that no trial waits for it; within this
-    process's wall time (the search records it)."""
+    process's wall time (the search records it). False where they could not be saved."""
     from gridbench.workloads import saved_programs
 
     unsaved = [session for session in sessions if session.program_key in saved_programs.SERVED_UNSAVED]
     if not unsaved:
-        return
+        return True
     try:
         with saved_programs.past_jax_cache():
             for session in unsaved:
                 session.compile_detached()
     except Exception:  # noqa: BLE001 - JAX's cache served these programs; saving them is only for next time
         traceback.print_exc()
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

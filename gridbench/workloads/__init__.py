@@ -7,8 +7,10 @@ the function that trains it, imported only inside a trial.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from gridbench.errors import UserError
@@ -111,6 +113,14 @@ class Workload:
 RUNTIME_HYPERPARAMETERS = frozenset({"learning_rate", "dropout"})
 # Not part of what a program computes: how long it trains, and on how much of the data.
 UNTRACED_HYPERPARAMETERS = frozenset({"epochs"})
+
+
+def source_digest() -> str:
+    """gridbench.workloads' source: the loops, models, layers and optimizers a program is traced from."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def program_key(hyperparameters: dict[str, Value]) -> tuple[tuple[str, Value], ...]:

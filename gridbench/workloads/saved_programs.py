@@ -52,6 +52,7 @@ import keras
 from jax.experimental import serialize_executable
 
 from gridbench import compile_cache
+from gridbench.workloads import source_digest
 from gridbench.workloads.programs import Program
 
 FORMAT = 1  # of the file: MAGIC, the payload's sha256, then the pickled payload
@@ -157,19 +158,11 @@ def _process_identity() -> tuple:
         ("jaxlib", jaxlib.__version__),
         ("keras", keras.__version__),
         ("python", sys.version_info[:3]),
-        ("workloads", _source_digest()),
+        ("workloads", source_digest()),
         ("XLA_FLAGS", os.environ.get("XLA_FLAGS", "")),
         ("LIBTPU_INIT_ARGS", os.environ.get("LIBTPU_INIT_ARGS", "")),
         ("host", platform.machine(), _processor()),
     )
-
-
-def _source_digest() -> str:
-    """gridbench.workloads' source: the loops, models, layers and optimizers a program is traced from."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 def _processor() -> str:
