@@ -64,3 +64,20 @@ def test_an_exception_becomes_a_failed_outcome_with_its_traceback(monkeypatch):
     assert outcome.error == "FloatingPointError: loss is nan at step 3"
     assert "Traceback" in outcome.traceback and "fakes.py" in outcome.traceback
     assert outcome.metrics["trial_wall_s"] > 0 and outcome.ended_at >= outcome.started_at
+
+
+def test_a_gpu_worker_on_jax_starts_its_backend_once_beside_its_imports_and_a_cpu_worker_never(monkeypatch):
+    from dataclasses import replace
+
+    from gridbench.trial import steps
+
+    started = []
+    monkeypatch.setattr(steps, "_BACKEND_STARTING", [])
+    monkeypatch.setattr(steps.threading.Thread, "start", lambda thread: started.append(thread.name))
+    context = TrialContext("digits", {}, datasets.DataSource("digits"), "cpu", "jax", cpus=1, seed=0)
+    steps.start_jax_backend_early(context)
+    steps.start_jax_backend_early(replace(context, device="gpu", backend="torch"))
+    assert started == []
+    steps.start_jax_backend_early(replace(context, device="gpu"))
+    steps.start_jax_backend_early(replace(context, device="gpu"))  # a later trial in the same worker
+    assert started == ["gridbench-jax-backend"]

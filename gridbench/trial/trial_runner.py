@@ -51,6 +51,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
     gpus: list[int] = []
     try:
         configure_process(context)
+        steps.start_jax_backend_early(context)
         gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
         if gpus:
             outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
