@@ -234,6 +234,8 @@ def test_each_fused_configuration_has_its_own_child_run_with_the_fused_tags(tmp_
         "search", "digits", "--backend", "jax", "--execution", "fused", "--set", "epochs=2",
         "--grid", "hidden_units=16,32", "--grid", "learning_rate=0.01,0.1", "--grid", "dropout=0,0.2",
         "--compile-ahead", "on", "--tracking-uri", store,
+        # A cache of its own: programs another test left ready there would be compiled by no process.
+        env={"GRIDBENCH_CACHE_DIR": str(tmp_path / "cache")},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "fused: 8 trials in 2 group(s) of 4" in result.stdout
