@@ -20,6 +20,7 @@ from pathlib import Path
 import fakes
 import psutil
 import pytest
+from stores import new_store
 
 from gridbench.errors import UserError
 from gridbench.gridsearch import SearchOptions, plan_search, run_search
@@ -439,61 +440,6 @@ def test_sigterm_kills_the_parent_records_running_trials_and_leaves_nothing(tmp_
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
-@pytest.mark.slow
-def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(tmp_path, store):
-    # 20 epochs, so that trials are still to run when the kill comes, on a fast machine too. There (2026-11-26) a
-    # digits trial after a worker's first took 0.33-0.49 s at 2 epochs (2 cores a trial) and 1.6-1.8 s at 20 (1 core
-    # a trial, two at once).
-    command = _search_command(store, "--set", "learning_rate=0.01", "--set", "epochs=20", "--max-concurrent", "1")
-    command += ["--grid", "hidden_units=16,32,64"]
-    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths live under it
-    env = _environment(tmp_dir)
-    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
-    tree = ProcessTree(driver.pid)
-    try:
-        deadline = time.time() + 240
-        while not [c for c in search_runs(store)[1] if c.info.status == "FINISHED"]:
-            assert time.time() < deadline and driver.poll() is None, "no trial finished"
-            tree.note()
-            time.sleep(0.5)
-        tree.note()
-        assert list(tmp_dir.iterdir()), "the search's directory was not under TMPDIR"
-        driver.kill()
-        driver.wait()
-        # The driver cannot clean up after a SIGKILL: its watchdog ends what Ray started and removes the directory.
-        deadline = time.time() + 10
-        while (tree.alive() or list(tmp_dir.iterdir())) and time.time() < deadline:
-            time.sleep(0.2)
-        assert tree.alive() == [], [p.name() for p in tree.alive()]  # Ray's processes and the watchdog, by PID
-        assert list(tmp_dir.iterdir()) == []
-    finally:
-        tree.end()  # only if the watchdog failed
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-    (parent,), before = search_runs(store)
-    assert parent.info.status == "RUNNING"
-    finished_before = {c.data.params["hidden_units"] for c in before if c.info.status == "FINISHED"}
-
-    # The dead driver's hint, as the next command that reads the store records it, pasted as it is.
-    from gridbench.tracking import read_search
-
-    read_search(store, parent.info.run_id)
-    (killed,), _ = search_runs(store)
-    assert killed.info.status == "KILLED"
-    hint = _pasted(killed.data.tags[schema.ERROR])
-    assert hint[3:] == ["search", "--resume", parent.info.run_id, "--tracking-uri", store]  # nothing else to give
-    resumed = subprocess.run(hint, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"resuming search {parent.info.run_id}: {3 - len(finished_before)} of 3 trials to run" in resumed.stdout
-
-    (after,), children = search_runs(store)
-    assert after.info.run_id == parent.info.run_id and after.info.status == "FINISHED"
-    finished = sorted(c.data.params["hidden_units"] for c in children if c.info.status == "FINISHED")
-    assert finished == ["16", "32", "64"]  # every configuration exactly once
-    assert after.data.metrics["trials_finished"] == 3 and after.data.metrics["sessions"] == 2
-    assert after.data.metrics["trials_resumed"] == len(finished_before)
-    assert "This session (session 2, resumed)" in resumed.stdout and "The whole search: 3 of 3 trials" in resumed.stdout
-
-
 def _pasted(text: str) -> list[str]:
     """The command a hint prints between backticks, as a user pastes it (`gridbench` is this interpreter's)."""
     import re
@@ -503,50 +449,149 @@ def _pasted(text: str) -> list[str]:
     return [sys.executable, "-m", *shlex.split(command)]
 
 
-@pytest.mark.slow
-def test_ctrl_c_prints_a_resume_command_that_continues_the_search_when_pasted(tmp_path, store):
-    """The issue's first point: after Ctrl-C the hint, typed as shown, runs the rest with the same spec and options."""
+# One search, stopped twice and resumed twice, read by the two tests below: SIGKILL in its first session, the hint
+# the store then records pasted as the second, Ctrl-C in that one, then the hint it printed pasted as the third,
+# which finishes it. One search started fewer than a search for each test (a search's start is most of its cost).
+# Trials of 20 epochs, so that trials are still to run when each stop comes, on a fast machine too: there
+# (2026-11-26) a digits trial after a worker's first took 0.33-0.49 s at 2 epochs and 1.6-1.8 s at 20.
+STOPPED_GRID = ("16", "32", "64", "128")
+
+
+def _until_finished(store: str, count: int, driver: subprocess.Popen, tree: ProcessTree | None = None) -> int:
+    """Polls the store until `count` trials are FINISHED, the driver still running (its processes noted)."""
+    deadline = time.time() + 240
+    while (finished := sum(c.info.status == "FINISHED" for c in search_runs(store)[1])) < count:
+        assert time.time() < deadline and driver.poll() is None, f"no {count} trial(s) finished"
+        if tree is not None:
+            tree.note()
+        time.sleep(0.5)
+    return finished
+
+
+def _sigkilled_session(store: str, cwd: Path) -> dict:
+    """The first session, killed by SIGKILL once a trial has finished: the trials it finished, the processes it
+    started and its directory after the watchdog's clean-up."""
     command = _search_command(store, "--set", "learning_rate=0.01", "--set", "epochs=20", "--max-concurrent", "1")
-    command += ["--grid", "hidden_units=16,32,64"]
-    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))
+    command += ["--grid", "hidden_units=" + ",".join(STOPPED_GRID)]
+    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths live under it
     env = _environment(tmp_dir)
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    tree = ProcessTree(driver.pid)
     try:
-        deadline = time.time() + 240
-        while not [c for c in search_runs(store)[1] if c.info.status == "FINISHED"]:
-            assert time.time() < deadline and driver.poll() is None, "no trial finished"
-            time.sleep(0.5)
+        finished = _until_finished(store, 1, driver, tree)
+        tree.note()
+        during = list(tmp_dir.iterdir())
+        driver.kill()
+        driver.wait()
+        # The driver cannot clean up after a SIGKILL: its watchdog ends what Ray started and removes the directory.
+        deadline = time.time() + 10
+        while (tree.alive() or list(tmp_dir.iterdir())) and time.time() < deadline:
+            time.sleep(0.2)
+        alive, after = [p.name() for p in tree.alive()], list(tmp_dir.iterdir())
+    finally:
+        tree.end()  # only if the watchdog failed
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return {"finished": finished, "dir_during": during, "alive_after": alive, "dir_after": after}
+
+
+def _ctrl_c_session(store: str, cwd: Path, command: list[str], finished_before: int) -> dict:
+    """A session run from `command`, interrupted by Ctrl-C once one more trial has finished: its exit code, output
+    and the trials finished by then."""
+    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))
+    driver = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(tmp_dir), cwd=cwd
+    )
+    try:
+        _until_finished(store, finished_before + 1, driver)
         driver.send_signal(signal.SIGINT)
         out, err = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
             driver.kill()
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    assert driver.returncode == 130, out + err
-    (parent,), before = search_runs(store)
-    hint = _pasted(err)
-    assert hint[3:] == ["search", "--resume", parent.info.run_id]  # the store is the default where it ran: not named
-    finished_before = sum(c.info.status == "FINISHED" for c in before)
+    finished = sum(c.info.status == "FINISHED" for c in search_runs(store)[1])
+    return {"returncode": driver.returncode, "out": out, "err": err, "finished": finished}
 
-    tmp_dir.mkdir()
+
+@pytest.fixture(scope="module")
+def stopped_twice(tmp_path_factory) -> dict:
+    """The search above, its three sessions: what each printed and left, and the hints pasted."""
+    from gridbench.tracking import read_search
+
+    cwd = tmp_path_factory.mktemp("stopped-twice")
+    store = new_store(cwd)  # the default store in `cwd`, where the sessions run
+    first = _sigkilled_session(store, cwd)
+    (after_kill,), _ = search_runs(store)
+    # The dead driver's hint, as the next command that reads the store records it, pasted as it is.
+    read_search(store, after_kill.info.run_id)
+    (killed,), _ = search_runs(store)
+    stored_hint = _pasted(killed.data.tags[schema.ERROR])
+    second = _ctrl_c_session(store, cwd, stored_hint, first["finished"])
+    assert second["returncode"] == 130, second["out"] + second["err"]
+    tmp_dir = Path(tempfile.mkdtemp(prefix="gbt-", dir="/tmp"))
     try:
-        resumed = subprocess.run(hint, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        third = subprocess.run(
+            _pasted(second["err"]), capture_output=True, text=True, env=_environment(tmp_dir), cwd=cwd, timeout=300
+        )
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"{3 - finished_before} of 3 trials to run" in resumed.stdout
-    (after,), children = search_runs(store)
-    assert after.info.status == "FINISHED" and after.data.params["epochs"] == "20"  # the spec as it first ran
-    assert sorted(c.data.params["hidden_units"] for c in children if c.info.status == "FINISHED") == ["16", "32", "64"]
-    # The final table and summary cover the whole search, every session; this session's figures are labelled.
+    return {
+        **{"store": store, "cwd": cwd, "run_id": after_kill.info.run_id, "first": first, "second": second},
+        **{"status_after_kill": after_kill.info.status, "killed": killed, "stored_hint": stored_hint, "third": third},
+    }
+
+
+def _finished_once_in_three_sessions(stopped_twice: dict):
+    """The search after its third session: finished, every configuration once, under the first session's parent."""
+    third = stopped_twice["third"]
+    assert third.returncode == 0, third.stdout + third.stderr
+    (after,), children = search_runs(stopped_twice["store"])
+    assert after.info.run_id == stopped_twice["run_id"] and after.info.status == "FINISHED"
+    finished = sorted(c.data.params["hidden_units"] for c in children if c.info.status == "FINISHED")
+    assert finished == sorted(STOPPED_GRID)  # every configuration exactly once
+    assert after.data.metrics["trials_finished"] == len(STOPPED_GRID) and after.data.metrics["sessions"] == 3
+    return after
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_runs_only_the_missing_trials_under_the_same_parent(stopped_twice):
+    first, store, run_id = stopped_twice["first"], stopped_twice["store"], stopped_twice["run_id"]
+    assert first["dir_during"], "the search's directory was not under TMPDIR"
+    assert first["alive_after"] == []  # Ray's processes and the watchdog, by PID
+    assert first["dir_after"] == []
+    assert stopped_twice["status_after_kill"] == "RUNNING"  # nothing wrote its end: the driver was killed outright
+    assert stopped_twice["killed"].info.status == "KILLED"  # as the next command that read the store found it
+    assert stopped_twice["stored_hint"][3:] == ["search", "--resume", run_id, "--tracking-uri", store]
+    total = len(STOPPED_GRID)
     assert (
-        "3 finished, 0 failed" in resumed.stdout and f"{finished_before} finished in earlier sessions" in resumed.stdout
+        f"resuming search {run_id}: {total - first['finished']} of {total} trials to run"
+        in (stopped_twice["second"]["out"])
     )
-    assert "The whole search: 3 of 3 trials finished over 2 sessions" in resumed.stdout
+    after = _finished_once_in_three_sessions(stopped_twice)
+    assert after.data.metrics["trials_resumed"] == stopped_twice["second"]["finished"]  # before the last session
+    third = stopped_twice["third"]
+    assert "This session (session 3, resumed)" in third.stdout
+    assert f"The whole search: {total} of {total} trials" in third.stdout
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_a_resume_command_that_continues_the_search_when_pasted(stopped_twice):
+    """The issue's first point: after Ctrl-C the hint, typed as shown, runs the rest with the same spec and options."""
+    run_id, second, third = stopped_twice["run_id"], stopped_twice["second"], stopped_twice["third"]
+    hint = _pasted(second["err"])
+    assert hint[3:] == ["search", "--resume", run_id]  # the store is the default where it ran: not named
+    after = _finished_once_in_three_sessions(stopped_twice)
+    total = len(STOPPED_GRID)
+    assert f"{total - second['finished']} of {total} trials to run" in third.stdout
+    assert after.data.params["epochs"] == "20"  # the spec as it first ran
+    # The final table and summary cover the whole search, every session; this session's figures are labelled.
+    assert f"{total} finished, 0 failed" in third.stdout
+    assert f"{second['finished']} finished in earlier sessions" in third.stdout
+    assert f"The whole search: {total} of {total} trials finished over 3 sessions" in third.stdout
     assert after.data.metrics[schema.SEARCH_MAKESPAN_S] > after.data.metrics[schema.MAKESPAN_S]
 
     # An option changed on resume is still refused, with the option named.
-    changed = subprocess.run(hint + ["--set", "epochs=6"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    changed = subprocess.run(hint + ["--set", "epochs=6"], capture_output=True, text=True, cwd=stopped_twice["cwd"])
     assert changed.returncode == 2 and "epochs 20 (now 6)" in changed.stderr, changed.stderr
 
 
