@@ -277,6 +277,9 @@ class Watchdog:
             stderr=None,  # the driver's: where the end of a search whose node died is said (node_death)
             start_new_session=True,
             text=True,
+            # A copy of the environment, not the live one: another thread (the backends' probe) may change a
+            # variable while the child starts, and the C array handed over is then freed under it (EFAULT).
+            env=dict(os.environ),
         )
         self._sent: set[int] = set()
 
