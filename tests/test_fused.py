@@ -162,6 +162,10 @@ def test_compare_says_which_search_compiled_its_programs_ahead():
     (difference,) = compare([cpu, gpu], PRICES).strategy_differences
     assert difference.startswith("programs compiled ahead: no (in each program's first trial) (cpu")
     assert " vs by 2 process(es) while Ray started (gpu" in difference
+    # A search whose programs an earlier one left ready started no processes: it says so, not "no".
+    ready = search("r3", "gpu", trials, 4.0, execution="trials", metrics={schema.PROGRAMS_PRECOMPILE_LOADED: 2.0})
+    (difference,) = compare([cpu, ready], PRICES).strategy_differences
+    assert " vs none needed (every program ready in the cache, loaded in its first trial) (gpu" in difference
 
 
 # --- A fused member against the same configuration alone (JAX on CPU, no Ray) --------------------------------------

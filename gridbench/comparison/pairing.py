@@ -272,7 +272,11 @@ def _cache_state(search: SearchRun) -> str:
 
 def _compiled_ahead(search: SearchRun) -> str:
     processes = int(search.metrics.get(schema.PRECOMPILE_PROCESSES, 0))
-    return f"by {processes} process(es) while Ray started" if processes else "no (in each program's first trial)"
+    if processes:
+        return f"by {processes} process(es) while Ray started"
+    if search.metrics.get(schema.PROGRAMS_PRECOMPILE_LOADED):  # an earlier search left every program ready
+        return "none needed (every program ready in the cache, loaded in its first trial)"
+    return "no (in each program's first trial)"
 
 
 def _finished_by_config(
