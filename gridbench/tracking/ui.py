@@ -263,7 +263,7 @@ def serve(tracking_uri: str | None, port: int, spec_name: str | None) -> int:
         for report in found.reports:
             print(f"report: {report}", flush=True)
         print("Ctrl-C stops it.", flush=True)
-        return server.wait()
+        return _wait_interruptibly(server)
     except KeyboardInterrupt:
         return 0
     finally:
@@ -284,6 +284,17 @@ def _last_line(path: str) -> str:
     except OSError:
         return "no output"
     return lines[-1][:200] if lines else "no output"
+
+
+def _wait_interruptibly(server: subprocess.Popen) -> int:
+    """server.wait(), in short waits: a Ctrl-C that the kernel hands to another thread of this process (MLflow's
+    client starts some) leaves a blocking waitpid in the main thread asleep, and Python's handler never runs
+    (a pasted `ui` once ignored its Ctrl-C for a minute). Between short waits the handler runs."""
+    while True:
+        try:
+            return server.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _stop_group(server: subprocess.Popen) -> None:
