@@ -204,8 +204,11 @@ def test_every_printed_command_pasted_as_printed_runs_on_a_store_path_with_space
     assert locate(plan, run_id).tune_points(plan) == [{"hidden_units": 32, "repeat": 0}]
 
     port = ui.free_port()
+    # As from a terminal: Ctrl-C's default disposition, whatever this test process inherited (a process that
+    # starts with SIGINT ignored keeps it ignored, and so do its children: in CI's pytest worker, the ui never stopped).
     server = subprocess.Popen(["bash", "-c", f"exec {ui_command(store)} --port {port}"], cwd=tmp_path,
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+                              stdout=subprocess.PIPE, text=True, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     try:
         lines = iter(server.stdout.readline, "")  # the MLflow server's own lines come first
         assert next(line for line in lines if line.startswith("MLflow UI for ")).startswith(
