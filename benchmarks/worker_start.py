@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 CHILD = r"""
-import os, sys, threading, time
+import json, os, sys, threading, time
 def since_process_start():
     ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
     boot = time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -45,9 +45,9 @@ else:
 x = jax.device_put(jax.numpy.ones((1024, 1024)))
 x.block_until_ready()
 t_end = time.perf_counter()
-print({"mode": sys.argv[1], "import_jax_s": t_jax - t0, "keras_done_s": t_keras - t0,
+print(json.dumps({"mode": sys.argv[1], "import_jax_s": t_jax - t0, "keras_done_s": t_keras - t0,
        "backend_done_s": started["done"] - t0, "ready_s": t_end - t0, "process_s": since_process_start(),
-       "device": str(started["devices"][0])})
+       "device": str(started["devices"][0])}))
 """
 
 
@@ -59,7 +59,7 @@ def main() -> None:
     for _ in range(args.runs):
         for mode in found:
             out = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, check=True)
-            line = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 - our own child's dict
+            line = json.loads(out.stdout.strip().splitlines()[-1])
             print(json.dumps(line), flush=True)
             found[mode].append(line)
     for mode, runs in found.items():

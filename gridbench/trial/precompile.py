@@ -19,6 +19,7 @@ search's record; nothing is written to the store from here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -41,17 +42,22 @@ READY_DIR = "gridbench-ready"
 _VERSIONED = ("gridbench", "jax", "jaxlib", "keras")
 
 
+@functools.cache  # once per process: every program's name holds them
+def _versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for package in _VERSIONED:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
 def ready_name(context: TrialContext, index: int) -> str | None:
     """The ready file's name for the search's program `index`; None: no name fits (a user's own model)."""
     if context.user_workload is not None or context.compile_cache_dir is None:
         return None
     program = context.fused_groups[index] if context.fused_groups else context.programs[index]
-    versions = {}
-    for package in _VERSIONED:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
     what = {
         "workload": context.workload,
         "params": dict(context.params),
@@ -61,7 +67,7 @@ def ready_name(context: TrialContext, index: int) -> str | None:
         "backend": context.backend,
         "seed": context.seed,
         "gpus_per_trial": context.gpus_per_trial,
-        "versions": versions,
+        "versions": _versions(),
         "workloads": source_digest(),  # an edited gridbench.workloads traces other programs
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=repr).encode()).hexdigest()[:32]

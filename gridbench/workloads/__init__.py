@@ -7,6 +7,7 @@ the function that trains it, imported only inside a trial.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -115,6 +116,7 @@ RUNTIME_HYPERPARAMETERS = frozenset({"learning_rate", "dropout"})
 UNTRACED_HYPERPARAMETERS = frozenset({"epochs"})
 
 
+@functools.cache  # once per process: every program's name (saved programs, ready files) reads it
 def source_digest() -> str:
     """gridbench.workloads' source: the loops, models, layers and optimizers a program is traced from."""
     digest = hashlib.sha256()
