@@ -12,7 +12,8 @@
 # cnn24, 24 CNN configurations (filters 8/24 x batch 128/256 x 3 learning rates x 2 dropouts), 10 epochs.
 # A step GRID-pilot or GRID-whole runs one half, so that a pair can span calls of a device's time limit.
 #
-# Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR STEP...   (steps: mlp cnn mlp10 cnn24, or NAME-pilot, NAME-whole)
+# Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR STEP...   (steps: mlp cnn mlp10 cnn24 mlp15 cnn11, or NAME-pilot,
+# NAME-whole)
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); shift 2
 mkdir -p "$out/work"; cd "$out/work"
@@ -33,6 +34,14 @@ mlp10=(--grid hidden_units=32,96,192,384 --grid learning_rate=0.0005,0.002,0.005
        --grid batch_size=128,512 --set epochs=10)
 cnn24=(--set train_size=5000 --grid filters=8,24 --grid batch_size=128,256 --grid learning_rate=0.0003,0.001,0.003
        --grid dropout=0.25,0.5 --set epochs=10)
+# A third check, after the one-off parts' spread between a pilot and its whole search was measured on the four
+# pairs above (gridbench/data/pilot_spread.toml): mlp15, 48 configurations (hidden units 48/160/320 x batch
+# 96/256 x 4 learning rates x 2 dropouts), 15 epochs; cnn11, 24 configurations (filters 12/20 x batch 96/256 x
+# 3 learning rates x 2 dropouts), 5,000 training samples, 11 epochs. Each whole pair fits one device call.
+mlp15=(--grid hidden_units=48,160,320 --grid learning_rate=0.0007,0.003,0.008,0.015 --grid dropout=0.1,0.4
+       --grid batch_size=96,256 --set epochs=15)
+cnn11=(--set train_size=5000 --grid filters=12,20 --grid batch_size=96,256 --grid learning_rate=0.0005,0.002,0.006
+       --grid dropout=0.3,0.45 --set epochs=11)
 half() {  # NAME-pilot | NAME-whole
   local name=${1%-*} which=${1##*-} experiment=mnist
   [[ $name == cnn* ]] && experiment=mnist-cnn

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ONE_OFF = ("compile warm-up", "start-up", "compiling", "workers' start", "end")
 STEADY = ("per-trial overhead", "warm-up", "training")
-LINE = re.compile(r"where the whole command's [\d.]+ s went: (.*?); paid once")
+LINE = re.compile(r"where the whole command's [\d.]+ s went: (.*?)[;.] paid once", re.I)  # either era's wording
 
 
 def accounts(path: Path) -> list[dict[str, float]]:

@@ -95,6 +95,21 @@ def test_each_configuration_costs_what_its_programs_pilot_trial_cost_at_the_whol
     assert projected.cost == pytest.approx(projected.makespan_s.value / 3600 * 0.8)
 
 
+def test_the_one_off_parts_spread_as_far_as_a_pilots_stood_from_its_whole_searchs():
+    short = recorded("gpu", PROGRAMS, WHOLE)
+    quiet = spread.Spread(0.0, 0.1, "test")  # no run-to-run spread: only the pilot's one-off term is left
+    projected = pilot.project(short, 0.8, quiet)
+    relative, page = spread.pilot_one_off("gpu")
+    assert 0.0 < relative < 0.5 and page.startswith("docs/results/")
+    assert projected.one_off_sd_s == pytest.approx(relative * 16.0)  # ONE_OFF's 16 s, the pilot's
+    # Whole searches whose one-off parts moved by that much, either way, still fall inside.
+    for moved in (-relative * 16.0, relative * 16.0):
+        assert projected.makespan_s.low < projected.makespan_s.value + moved < projected.makespan_s.high
+    # Where the run-to-run spread is larger, it is the one used.
+    assert pilot.project(short, 0.8, spread.Spread(0.0, 5.0, "test")).one_off_sd_s == 5.0
+    assert f"the one-off parts {relative * 16.0:.1f} s, as far as a pilot's stand" in pilot.lines(projected)[0]
+
+
 def test_the_size_asked_keeps_the_programs_mix():
     short = recorded("cpu", PROGRAMS, WHOLE)
     double = pilot.project(short, 0.8, spread.floor("cpu"), {"configs": 32, "epochs": 5})

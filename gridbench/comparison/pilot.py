@@ -11,8 +11,10 @@ epoch E times; the pilot trial's setup, evaluation and warm-up are the program's
 use, paid once in each worker that runs the program (a later trial reuses the model).
 The one-off parts (start-up, compiling each program once, the workers' start, the end)
 are held as the pilot measured them. The interval adds, as variances, each pilot trial's
-epoch-to-epoch spread and the run-to-run spread (gridbench.comparison.spread); a pilot
-has one trial per program, so no trial-to-trial spread is seen. A projection is labelled
+epoch-to-epoch spread, the run-to-run spread of the pace (gridbench.comparison.spread) and
+that of the one-off parts: run to run, or as far as a pilot's stood from its whole search's
+(about 9% on four pairs: a whole search pays them in another order), the larger. A pilot has
+one trial per program, so no trial-to-trial spread is seen. A projection is labelled
 as one. Pure arithmetic on records read back.
 """
 
@@ -25,7 +27,7 @@ from typing import Any, Mapping
 
 from gridbench import account
 from gridbench.comparison.projection import Interval, makespan_interval, ratio_interval
-from gridbench.comparison.spread import Spread
+from gridbench.comparison.spread import Spread, pilot_one_off
 from gridbench.comparison.verdict import cost_words, speed_words
 from gridbench.tracking import schema
 from gridbench.tracking.stored_searches import SearchRun
@@ -70,6 +72,7 @@ class PilotProjection:
     cost: float | None  # $ for the whole search at the pilot's $/hour (the same machine)
     pilot_command_s: float  # the pilot's own whole command, as its account measured it
     spread: Spread
+    one_off_sd_s: float  # the one-off parts' standard deviation: run to run, or pilot against whole, the larger
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,7 @@ class PilotProjection:
             "cost": self.cost,
             "pilot_command_s": self.pilot_command_s,
             "run_to_run": self.spread.to_dict(),
+            "one_off_sd_s": self.one_off_sd_s,
         }
 
 
@@ -148,7 +152,8 @@ def project(
     steady += sum(size.programs[k] * per_slot * p.cost(size.epochs) for k, p in programs.items())
     training = sum(size.programs[k] * per_slot * size.epochs * p.epoch_s for k, p in programs.items())
     epoch_se = training * max((p.epoch_rel_se for p in programs.values()), default=0.0) / math.sqrt(len(programs))
-    sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + spread.one_off_s**2)
+    one_off_sd = max(spread.one_off_s, pilot_one_off(pilot.tags.get(schema.DEVICE, "cpu"))[0] * parts.one_off_s)
+    sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + one_off_sd**2)
     outside = parts.whole_command_s - pilot.metrics.get(schema.MAKESPAN_S, parts.whole_command_s)
     makespan = parts.one_off_s - outside + steady
     return PilotProjection(
@@ -159,6 +164,7 @@ def project(
         cost=None if price_per_hour is None else makespan / 3600 * price_per_hour,
         pilot_command_s=parts.whole_command_s,
         spread=spread,
+        one_off_sd_s=one_off_sd,
     )
 
 
@@ -198,8 +204,9 @@ def lines(projection: PilotProjection) -> list[str]:
     return [
         f"{p.pilot.label} (pilot, its own command {p.pilot_command_s:.1f} s): the whole search ({p.whole.text()}, "
         f"{p.whole.concurrency} at once) projected: makespan {p.makespan_s.text(' s')}, whole command "
-        f"{p.whole_command_s:.1f} s{cost}; a model, not a measurement (interval: each program's epoch spread and "
-        f"{p.spread.describe()})"
+        f"{p.whole_command_s:.1f} s{cost}; a model, not a measurement (interval: each program's epoch spread, "
+        f"{p.spread.describe()}, and the one-off parts {p.one_off_sd_s:.1f} s, as far as a pilot's stand from its "
+        f"whole search's)"
     ]
 
 
