@@ -10,7 +10,9 @@
 # model was refined on. Fresh grids for an independent check, none of their programs in those: mlp10, 64
 # MLP configurations of other widths and batch sizes (hidden units 32-384 x batch 128/512), 10 epochs;
 # cnn24, 24 CNN configurations (filters 8/24 x batch 128/256 x 3 learning rates x 2 dropouts), 10 epochs.
-# A step GRID-pilot or GRID-whole runs one half, so that a pair can span calls of a device's time limit.
+# A step GRID-pilot or GRID-whole runs one half, so that a pair can span calls of a device's time limit;
+# GRID-whole-cpu and GRID-whole-gpu run the whole pair as two commands, one device each, where it is longer
+# than one call (benchmarks/pilot_table.py adds the two).
 #
 # Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR STEP...   (steps: mlp cnn mlp10 cnn24 mlp15 cnn11, or NAME-pilot,
 # NAME-whole)
@@ -20,8 +22,10 @@ mkdir -p "$out/work"; cd "$out/work"
 uri="sqlite:///$out/work/mlflow.db"
 
 pair() {  # NAME EXPERIMENT [ARGS...]: one `--device both` command, as a user types it, timed from outside
-  local name=$1 experiment=$2; shift 2
-  /usr/bin/time -f "whole command %e s" python3 -m gridbench search "$experiment" --device both --backend jax \
+  local name=$1 experiment=$2 device=both; shift 2
+  [[ $name == *-cpu ]] && device=cpu
+  [[ $name == *-gpu ]] && device=gpu
+  /usr/bin/time -f "whole command %e s" python3 -m gridbench search "$experiment" --device $device --backend jax \
     --data-dir "$data" --tracking-uri "$uri" --compile-cache search --no-log "$@" >"$out/$name.txt" 2>&1
   grep -o "parent run [0-9a-f]*" "$out/$name.txt" | awk '{print $3}' | tr '\n' ' ' >"$out/$name.ids"
   echo "$name: $(cat "$out/$name.ids")| $(grep '^verdict' "$out/$name.txt") | $(tail -1 "$out/$name.txt")"
@@ -37,20 +41,22 @@ cnn24=(--set train_size=5000 --grid filters=8,24 --grid batch_size=128,256 --gri
 # A third check, after the one-off parts' spread between a pilot and its whole search was measured on the four
 # pairs above (gridbench/data/pilot_spread.toml): mlp15, 48 configurations (hidden units 48/160/320 x batch
 # 96/256 x 4 learning rates x 2 dropouts), 15 epochs; cnn11, 24 configurations (filters 12/20 x batch 96/256 x
-# 3 learning rates x 2 dropouts), 5,000 training samples, 11 epochs. Each whole pair fits one device call.
+# 3 learning rates x 2 dropouts), 5,000 training samples, 11 epochs. cnn11's whole pair fits one device call of
+# 10 minutes; mlp15's takes two (mlp15-whole-cpu, mlp15-whole-gpu).
 mlp15=(--grid hidden_units=48,160,320 --grid learning_rate=0.0007,0.003,0.008,0.015 --grid dropout=0.1,0.4
        --grid batch_size=96,256 --set epochs=15)
 cnn11=(--set train_size=5000 --grid filters=12,20 --grid batch_size=96,256 --grid learning_rate=0.0005,0.002,0.006
        --grid dropout=0.3,0.45 --set epochs=11)
-half() {  # NAME-pilot | NAME-whole
-  local name=${1%-*} which=${1##*-} experiment=mnist
+half() {  # NAME-pilot | NAME-whole | NAME-whole-cpu | NAME-whole-gpu (a whole pair too long for one device call)
+  local step=${1%-[cg]pu}
+  local name=${step%-*} which=${step##*-} experiment=mnist
   [[ $name == cnn* ]] && experiment=mnist-cnn
   local -n args=$name
   if [ "$which" = pilot ]; then pair "$1" $experiment "${args[@]}" --pilot; else pair "$1" $experiment "${args[@]}"; fi
 }
 for step in "$@"; do
   case $step in
-    *-pilot | *-whole) half "$step" ;;
+    *-pilot | *-whole | *-whole-cpu | *-whole-gpu) half "$step" ;;
     *) half "$step-pilot"; half "$step-whole" ;;
   esac
 done

@@ -26,6 +26,17 @@ def _command_s(path: Path) -> float:
     return float(re.findall(r"whole command ([\d.]+) s$", path.read_text(), re.M)[-1])
 
 
+def _whole_outputs(out: Path, name: str) -> list[Path]:
+    """The whole pair's output: one `--device both` command, or two (NAME-whole-cpu, NAME-whole-gpu) where the pair
+    was longer than one device call."""
+    one = out / f"{name}-whole.txt"
+    return [one] if one.exists() else [out / f"{name}-whole-{device}.txt" for device in ("cpu", "gpu")]
+
+
+def _whole_ids(out: Path, name: str) -> list[str]:
+    return [i for path in _whole_outputs(out, name) for i in path.with_suffix(".ids").read_text().split()]
+
+
 ERRORS: list[float] = []  # every row's relative error, for the summary line
 OUTSIDE: list[str] = []  # the rows whose measurement fell outside their interval
 
@@ -44,7 +55,7 @@ def main(out: Path, grids: list[str]) -> None:
     print("| grid | figure | projected [95%] | measured | error | inside |\n|---|---|---:|---:|---:|---|")
     for name in grids:
         pilots = [read_search(uri, i) for i in (out / f"{name}-pilot.ids").read_text().split()]
-        wholes = [read_search(uri, i) for i in (out / f"{name}-whole.ids").read_text().split()]
+        wholes = [read_search(uri, i) for i in _whole_ids(out, name)]
         found = [pilot.project(p, search_price(p, prices), spread.run_to_run(p)) for p in pilots]
         for p, w in zip(found, wholes):
             device = p.pilot.tags[schema.DEVICE].upper()
@@ -58,7 +69,7 @@ def main(out: Path, grids: list[str]) -> None:
         print(_row(name, "speedup", speedup.value, speedup.low, speedup.high, measured))
         costs = [w.metrics[schema.MAKESPAN_S] / 3600 * search_price(w, prices) for w in wholes]
         print(_row(name, "cost ratio", found[0].cost / found[1].cost, None, None, costs[0] / costs[1]))
-        pilot_s, whole_s = _command_s(out / f"{name}-pilot.txt"), _command_s(out / f"{name}-whole.txt")
+        pilot_s, whole_s = _command_s(out / f"{name}-pilot.txt"), sum(map(_command_s, _whole_outputs(out, name)))
         print(f"| {name} | pilot command / whole pair's | {pilot_s:.1f} s / {whole_s:.1f} s | "
               f"{pilot_s / whole_s:.1%} | | |")  # fmt: skip
         print(f"<!-- {name}: {pilot.verdict(*found)} -->")
