@@ -117,15 +117,41 @@ def test_data_parallel_training_splits_each_batch_over_the_devices(kept_environ)
         assert parallel[3] > 0.85 and abs(parallel[3] - single[3]) < 0.05
 
 
+def test_later_counts_start_the_longest_trials_first_by_their_own_times_at_the_first_count():
+    from types import SimpleNamespace
+
+    from gridbench.gridsearch.trial_order import longest_first
+
+    plan = SimpleNamespace(spec=load_spec("digits").with_repeats(2), fused_groups=())
+    walls = {(32, 0.001): 3.0, (32, 0.01): 9.0, (128, 0.001): 5.0, (128, 0.01): 1.0}
+
+    def measured(units, rate, repeat, extra_import=0.0):
+        wall = walls[(units, rate)] + repeat * 0.1 + extra_import
+        metrics = {schema.TRIAL_WALL_S: wall, schema.IMPORT_S: extra_import}
+        return TrialRecord(f"{units}-{rate}-{repeat}", {"hidden_units": units, "learning_rate": rate}, repeat,
+                           "FINISHED", metrics, {}, 0.0, wall)  # fmt: skip
+
+    # The (128, 0.01) trial paid its worker's 20 s start: its own time is still the shortest.
+    trials = [measured(u, r, k, 20.0 if (u, r, k) == (128, 0.01, 0) else 0.0) for (u, r) in walls for k in (0, 1)]
+    order = [(p["hidden_units"], p["learning_rate"], p["repeat"]) for p in longest_first(plan, trials)]
+    assert order == [(32, 0.01, 1), (32, 0.01, 0), (128, 0.001, 1), (128, 0.001, 0), (32, 0.001, 1),
+                     (32, 0.001, 0), (128, 0.01, 1), (128, 0.01, 0)]  # fmt: skip
+    # A trial not measured (failed at the first count): the grid's order stays.
+    assert longest_first(plan, [replace(trials[0], status="FAILED"), *trials[1:]]) == ()
+    assert longest_first(SimpleNamespace(spec=plan.spec, fused_groups=((),)), trials) == ()
+
+
 @pytest.fixture(scope="module")
 def scaled(tmp_path_factory) -> tuple[str, dict, Path]:
-    """One real `scale` over 1 and 2 cores, read by the tests below: its store, its JSON report and its --out."""
+    """One real `scale` over 1 and 2 cores, read by the tests below: its store, its JSON report and its --out.
+    Its trials' epochs differ 12x, so that the longest trials are not the grid's first."""
     tmp_path = tmp_path_factory.mktemp("scale")
     store, out = new_store(tmp_path), tmp_path / "out"
     env = {**os.environ, compile_cache.CACHE_DIR_ENV: str(tmp_path / "cache")}  # cold: the warm-up compiles
     result = subprocess.run(
         [sys.executable, "-m", "gridbench", "scale", "digits", "--cpus", "1,2", "--backend", "jax",
-         "--set", "train_loop=compiled", "--set", "epochs=2", "--tracking-uri", store,
+         "--set", "train_loop=compiled", "--grid", "epochs=2,24", "--grid", "learning_rate=0.01",
+         "--tracking-uri", store,
          "--format", "json", "--out", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
@@ -194,6 +220,28 @@ def test_scale_compiles_every_program_before_its_counts_and_every_count_loads_th
             assert m[schema.PROGRAM_TRACE_S] == m[schema.PROGRAM_LOWER_S] == m[schema.PROGRAM_BACKEND_S] == 0
             split = [m[metric] for metric in schema.PROGRAM_PHASE_METRICS.values()]
             assert sum(split) - m[schema.PROGRAM_CACHE_READ_S] <= m[schema.COMPILE_S]
+
+
+@pytest.mark.slow
+def test_the_second_count_starts_the_first_count_s_longest_trials_first(scaled):
+    from mlflow import MlflowClient
+
+    from gridbench.gridsearch.trial_order import LONGEST_FIRST
+
+    uri, report = scaled[0], scaled[1]
+    first, second = (MlflowClient(uri).get_run(row["run_id"]) for row in report["rows"])
+    assert schema.TRIAL_ORDER not in first.data.tags and second.data.tags[schema.TRIAL_ORDER] == LONGEST_FIRST
+
+    def key(run):
+        return run.data.params["hidden_units"], run.data.params["epochs"]
+
+    own = {
+        key(t): t.data.metrics["trial_wall_s"] - t.data.metrics["import_s"] for t in trial_runs(uri, first.info.run_id)
+    }
+    started = sorted(trial_runs(uri, second.info.run_id), key=lambda t: t.info.start_time)
+    # Two at once: the two that started first are the first count's two longest (24 epochs each), where the grid's
+    # order would start (2 epochs, 32 units) and (24 epochs, 32 units).
+    assert {key(t) for t in started[:2]} == set(sorted(own, key=own.get, reverse=True)[:2])
 
 
 def test_steady_efficiency_compares_the_counts_steady_cost_and_the_table_shows_each_count_s_account():

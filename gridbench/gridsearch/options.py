@@ -62,6 +62,8 @@ class SearchPlan:
     # What the compile cache held as the search was planned ('empty', 'N entries, X MB'), or why a persistent one
     # could not be used (the search then compiled in its own directory).
     compile_cache_state: str = ""
+    # The order in which Tune starts the trials, as Tune points (gridbench.gridsearch.trial_order); (): the grid's.
+    trial_order: tuple[dict, ...] = ()
 
     @property
     def execution(self) -> str:

@@ -16,12 +16,12 @@ from typing import Any, Mapping
 
 from gridbench import compile_cache
 from gridbench.errors import UserError
+from gridbench.gridsearch import trial_order
 from gridbench.gridsearch.plan import SearchPlan
 from gridbench.gridsearch.recording import search_params
 from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord, config_key
 from gridbench.tracking.schema import SearchStatus, TrialStatus
-from gridbench.trial import REPEAT_KEY
 
 LATEST = "latest"  # --resume without a run id
 
@@ -38,21 +38,7 @@ class ResumePoint:
 
     def tune_points(self, plan: SearchPlan) -> list[dict[str, Any]]:
         """The Ray Tune configurations still to run (one per group where a workload trains an inner axis)."""
-        return _points(plan, self.finished)
-
-
-def _points(plan: SearchPlan, finished) -> list[dict[str, Any]]:
-    inner = plan.spec.workload.inner_axis
-    points: list[dict[str, Any]] = []
-    for config in plan.spec.configurations():
-        for repeat in range(plan.spec.repeats):
-            if (config_key(config), repeat) in finished:
-                continue
-            point = {axis: value for axis, value in config.items() if axis != inner}
-            point[REPEAT_KEY] = repeat
-            if point not in points:
-                points.append(point)
-    return points
+        return trial_order.points(plan, self.finished)
 
 
 def locate(plan: SearchPlan, run_id: str = LATEST) -> ResumePoint:

@@ -76,11 +76,11 @@ def fit(
         {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
     )
     search = {}
-    if resume is not None:
+    if resume is not None or plan.trial_order:
+        points = resume.tune_points(plan) if resume is not None else [dict(p) for p in plan.trial_order]
         from ray.tune.search.basic_variant import BasicVariantGenerator
 
-        # Only these grid points: each one overrides every axis of the grid, one Tune trial each.
-        points = resume.tune_points(plan)
+        # Only these grid points, in this order: each one overrides every axis of the grid, one Tune trial each.
         search = {"search_alg": BasicVariantGenerator(points_to_evaluate=points), "num_samples": len(points)}
     tuner = tune.Tuner(
         trainable,

@@ -70,6 +70,8 @@ def notes(result: ScaleResult) -> list[str]:
         "steady cost, without start-up, compiling, workers' start and end (the account below); Amdahl efficiency: "
         f"predicted from the {base} count's account, if only its steady part (its trials) divided",
         f"scale id {result.scale_id}; one MLflow search run per count, tagged scale.id",
+        f"after the {base} count, each count starts its trials longest first, by their own times at the {base} count "
+        "(without the worker's start), so that no long trial is left to run alone at the end",
     ]
 
 

@@ -225,17 +225,21 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
     With a persistent compile cache, every program is compiled first (gridbench.gridsearch.warmup), so that no
     count pays for compiling what the others load: the phase is in the first count's account.
     """
-    from gridbench.gridsearch import run_search
+    from gridbench.gridsearch import run_search, trial_order
     from gridbench.gridsearch.warmup import warm_up
 
     scale_id = new_scale_id()
     points = []
     requested_at = time.time()
     warm = warm_up(plans)
+    order: tuple[dict, ...] = ()
     for index, (count, plan) in enumerate(zip(request.counts, plans)):
         observer = observer_for(plan) if observer_for else None
         tags = {schema.SCALE_ID: scale_id, f"{schema.SCALE_PREFIX}resource": request.resource}
         tags[schema.SCALE_COUNT] = str(count)
+        if order:  # the first count measured every trial: the later ones start the longest first
+            plan = replace(plan, trial_order=order)
+            tags[schema.TRIAL_ORDER] = trial_order.LONGEST_FIRST
         if warm.programs:
             tags[schema.COMPILE_WARMUP] = warm.describe()
         result = run_search(
@@ -246,6 +250,8 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
             compile_warmup_s=warm.seconds if index == 0 else 0.0,
         )
         points.append((count, result.parent_run_id, result.summary, result.trials))
+        if index == 0:
+            order = trial_order.longest_first(plan, result.trials)
     spec = plans[0].spec
     first = plans[0]
     labels = {

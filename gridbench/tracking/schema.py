@@ -158,6 +158,7 @@ COMPARED_IN = _tag("gridbench.compared_in", On.SEARCH, "the comparison run that 
 SCALE_RUN = _tag("gridbench.scale_run", On.SEARCH, "the scale run this search belongs to")
 SCALE_ID = _tag("scale.id", (On.SEARCH, On.SUMMARY), "one scale's searches share it")
 SCALE_COUNT = _tag("scale.count", On.SEARCH, "the GPU or core count this search ran at")
+TRIAL_ORDER = _tag("trial_order", On.SEARCH, "the order Tune started the trials in, where not the grid's")
 # The environment (gridbench.environment.collect), by prefix or name.
 HOST = _tag("host", BOTH, "the machine's name")
 CPU_MODEL = _tag("cpu.model", On.SEARCH, "the CPU")
