@@ -148,7 +148,11 @@ def test_a_program_is_ready_under_a_name_of_what_it_depends_on(tmp_path):
     assert names[0] != names[1] and names == [ready_name(context, i) for i in range(2)]  # per program, stable
     assert ready_name(replace(context, cpus=7), 0) == names[0]  # the threads a process compiles with: not the program
     assert ready_name(replace(context, device="gpu"), 0) != names[0]
-    assert ready_name(replace(context, params={**context.params, "epochs": 3}), 0) != names[0]
+    # What the executables depend on: the program's hyperparameters, not the epochs, the learning rate or a GPU's share.
+    assert ready_name(replace(context, params={**context.params, "epochs": 300, "learning_rate": 0.5}), 0) == names[0]
+    assert ready_name(replace(context, gpus_per_trial=0.25), 0) == ready_name(replace(context, gpus_per_trial=1), 0)
+    assert ready_name(replace(context, gpus_per_trial=2), 0) != ready_name(replace(context, gpus_per_trial=1), 0)
+    assert ready_name(replace(context, params={**context.params, "hidden_layers": 3}), 0) != names[0]
     assert ready_name(replace(context, compile_cache_dir=None), 0) is None
     assert not all_ready(context, 2)
     mark_ready(context, 0)
