@@ -12,8 +12,9 @@ use, paid once in each worker that runs the program (a later trial reuses the mo
 The one-off parts (start-up, compiling each program once, the workers' start, the end)
 are held as the pilot measured them. The interval adds, as variances, each pilot trial's
 epoch-to-epoch spread, the run-to-run spread of the pace (gridbench.comparison.spread) and
-that of the one-off parts: run to run, or as far as a pilot's stood from its whole search's
-(about 9% on four pairs: a whole search pays them in another order), the larger. A pilot has
+that of the one-off parts: run to run, or as far as a pilot's parts inside its makespan stood
+from its whole search's (gridbench/data/pilot_spread.toml: a whole search pays them in another
+order), the larger. A pilot has
 one trial per program, so no trial-to-trial spread is seen. A projection is labelled
 as one. Pure arithmetic on records read back.
 """
@@ -73,6 +74,7 @@ class PilotProjection:
     pilot_command_s: float  # the pilot's own whole command, as its account measured it
     spread: Spread
     one_off_sd_s: float  # the one-off parts' standard deviation: run to run, or pilot against whole, the larger
+    one_off_from: str = "run to run"  # which of the two, in words
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +87,7 @@ class PilotProjection:
             "pilot_command_s": self.pilot_command_s,
             "run_to_run": self.spread.to_dict(),
             "one_off_sd_s": self.one_off_sd_s,
+            "one_off_from": self.one_off_from,
         }
 
 
@@ -152,9 +155,9 @@ def project(
     steady += sum(size.programs[k] * per_slot * p.cost(size.epochs) for k, p in programs.items())
     training = sum(size.programs[k] * per_slot * size.epochs * p.epoch_s for k, p in programs.items())
     epoch_se = training * max((p.epoch_rel_se for p in programs.values()), default=0.0) / math.sqrt(len(programs))
-    one_off_sd = max(spread.one_off_s, pilot_one_off(pilot.tags.get(schema.DEVICE, "cpu"))[0] * parts.one_off_s)
-    sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + one_off_sd**2)
     outside = parts.whole_command_s - pilot.metrics.get(schema.MAKESPAN_S, parts.whole_command_s)
+    one_off_sd, one_off_from = _one_off_sd(pilot, parts.one_off_s - outside, spread)
+    sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + one_off_sd**2)
     makespan = parts.one_off_s - outside + steady
     return PilotProjection(
         pilot=pilot,
@@ -165,7 +168,21 @@ def project(
         pilot_command_s=parts.whole_command_s,
         spread=spread,
         one_off_sd_s=one_off_sd,
+        one_off_from=one_off_from,
     )
+
+
+def _one_off_sd(pilot: SearchRun, inside_s: float, spread: Spread) -> tuple[float, str]:
+    """The one-off parts' standard deviation, and what it is: the run-to-run spread, or how far a pilot's parts
+    inside the makespan (`inside_s`) stood from its whole search's, whichever is larger."""
+    relative, _ = pilot_one_off(pilot.tags.get(schema.DEVICE, "cpu"))
+    if relative * inside_s > spread.one_off_s:
+        return (
+            relative * inside_s,
+            f"{relative:.0%} of the pilot's {inside_s:.1f} s inside its makespan, as far as a pilot's stood from "
+            "its whole search's",
+        )
+    return spread.one_off_s, "run to run"
 
 
 def verdict(base: PilotProjection, other: PilotProjection) -> str:
@@ -205,8 +222,7 @@ def lines(projection: PilotProjection) -> list[str]:
         f"{p.pilot.label} (pilot, its own command {p.pilot_command_s:.1f} s): the whole search ({p.whole.text()}, "
         f"{p.whole.concurrency} at once) projected: makespan {p.makespan_s.text(' s')}, whole command "
         f"{p.whole_command_s:.1f} s{cost}; a model, not a measurement (interval: each program's epoch spread, "
-        f"{p.spread.describe()}, and the one-off parts {p.one_off_sd_s:.1f} s, as far as a pilot's stand from its "
-        f"whole search's)"
+        f"{p.spread.describe()}; the one-off parts held at {p.one_off_sd_s:.1f} s: {p.one_off_from})"
     ]
 
 

@@ -28,7 +28,7 @@ from gridbench.tracking import schema
 from gridbench.tracking.stored_searches import SearchRun
 
 FLOORS = Path(__file__).resolve().parent.parent / "data" / "run_spread.toml"
-PILOT_FLOORS = Path(__file__).resolve().parent.parent / "data" / "pilot_spread.toml"
+PILOT_SPREAD = Path(__file__).resolve().parent.parent / "data" / "pilot_spread.toml"
 MIN_HISTORY = 2  # earlier runs needed besides this one for a standard deviation worth using
 
 
@@ -56,9 +56,10 @@ def floor(device: str) -> Spread:
 
 
 def pilot_one_off(device: str) -> tuple[float, str]:
-    """How far a pilot's one-off parts stand from its whole search's, relative (a standard deviation), and where
-    that was measured: the whole search pays them in another order (gridbench/data/pilot_spread.toml)."""
-    table = tomllib.loads(PILOT_FLOORS.read_text())
+    """How far a pilot's one-off parts inside the makespan stand from its whole search's, relative (a standard
+    deviation), and where that was measured: the whole search pays them in another order
+    (gridbench/data/pilot_spread.toml)."""
+    table = tomllib.loads(PILOT_SPREAD.read_text())
     return float(table.get(device, table["cpu"])["one_off"]), table["page"]
 
 
