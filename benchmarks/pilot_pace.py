@@ -10,17 +10,22 @@ whether a pilot's few epochs run slower than a long trial's later ones.
 
 from __future__ import annotations
 
-import re
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-from pilot_table import _whole_ids
+from pilot_table import store_uri, whole_ids
 
 from gridbench.tracking import read_search, schema
+from gridbench.tracking.records import config_key
+from gridbench.workloads import RUNTIME_HYPERPARAMETERS, UNTRACED_HYPERPARAMETERS
 
-RUNTIME = re.compile(r"(learning_rate|dropout)=[^ ]* ?")
+
+def program_of(trial) -> str:
+    """The trial's program, shown: its configuration without the runtime hyperparameters."""
+    left_out = RUNTIME_HYPERPARAMETERS | UNTRACED_HYPERPARAMETERS
+    return config_key({axis: value for axis, value in trial.config.items() if axis not in left_out})
 
 
 def _epochs(uri: str, run_id: str) -> list[float]:
@@ -32,17 +37,17 @@ def _epochs(uri: str, run_id: str) -> list[float]:
 
 
 def main(out: Path, grids: list[str]) -> None:
-    uri = f"sqlite:///{out / 'work' / 'mlflow.db'}"
+    uri = store_uri(out)
     for name in grids:
         pilots = [read_search(uri, i) for i in (out / f"{name}-pilot.ids").read_text().split()]
-        wholes = [read_search(uri, i) for i in _whole_ids(out, name)]
+        wholes = [read_search(uri, i) for i in whole_ids(out, name)]
         for pilot, whole in zip(pilots, wholes):
             device = pilot.tags[schema.DEVICE]
             found = defaultdict(list)
             for trial in whole.trials:
-                found[RUNTIME.sub("", trial.key).strip()].append(trial.metrics[schema.STEADY_EPOCH_S])
+                found[program_of(trial)].append(trial.metrics[schema.STEADY_EPOCH_S])
             for trial in pilot.trials:
-                key = RUNTIME.sub("", trial.key).strip()
+                key = program_of(trial)
                 mine, theirs = trial.metrics[schema.STEADY_EPOCH_S], statistics.median(found[key])
                 print(
                     f"{name} {device} {key}: pilot {mine:.4g} s/epoch, whole median {theirs:.4g} ({mine / theirs - 1:+.1%})"

@@ -26,15 +26,15 @@ def _command_s(path: Path) -> float:
     return float(re.findall(r"whole command ([\d.]+) s$", path.read_text(), re.M)[-1])
 
 
-def _whole_outputs(out: Path, name: str) -> list[Path]:
+def whole_outputs(out: Path, name: str) -> list[Path]:
     """The whole pair's output: one `--device both` command, or two (NAME-whole-cpu, NAME-whole-gpu) where the pair
     was longer than one device call."""
     one = out / f"{name}-whole.txt"
     return [one] if one.exists() else [out / f"{name}-whole-{device}.txt" for device in ("cpu", "gpu")]
 
 
-def _whole_ids(out: Path, name: str) -> list[str]:
-    return [i for path in _whole_outputs(out, name) for i in path.with_suffix(".ids").read_text().split()]
+def whole_ids(out: Path, name: str) -> list[str]:
+    return [i for path in whole_outputs(out, name) for i in path.with_suffix(".ids").read_text().split()]
 
 
 ERRORS: list[float] = []  # every row's relative error, for the summary line
@@ -50,12 +50,20 @@ def _row(name: str, figure: str, point: float, low, high, value: float) -> str:
     return f"| {name} | {figure} | {shown} | {value:.4g} | {(point - value) / value:+.1%} | {inside} |"
 
 
+def store_uri(out: Path) -> str:
+    """The check's store, OUTDIR/work/mlflow.db; refused if missing (opening it would create an empty one)."""
+    path = out / "work" / "mlflow.db"
+    if not path.exists():
+        sys.exit(f"{path}: no store; gunzip the check's store.db.gz there first")
+    return f"sqlite:///{path}"
+
+
 def main(out: Path, grids: list[str]) -> None:
-    uri, prices = f"sqlite:///{out / 'work' / 'mlflow.db'}", PriceTable.load()
+    uri, prices = store_uri(out), PriceTable.load()
     print("| grid | figure | projected [95%] | measured | error | inside |\n|---|---|---:|---:|---:|---|")
     for name in grids:
         pilots = [read_search(uri, i) for i in (out / f"{name}-pilot.ids").read_text().split()]
-        wholes = [read_search(uri, i) for i in _whole_ids(out, name)]
+        wholes = [read_search(uri, i) for i in whole_ids(out, name)]
         found = [pilot.project(p, search_price(p, prices), spread.run_to_run(p)) for p in pilots]
         for p, w in zip(found, wholes):
             device = p.pilot.tags[schema.DEVICE].upper()
@@ -69,7 +77,7 @@ def main(out: Path, grids: list[str]) -> None:
         print(_row(name, "speedup", speedup.value, speedup.low, speedup.high, measured))
         costs = [w.metrics[schema.MAKESPAN_S] / 3600 * search_price(w, prices) for w in wholes]
         print(_row(name, "cost ratio", found[0].cost / found[1].cost, None, None, costs[0] / costs[1]))
-        pilot_s, whole_s = _command_s(out / f"{name}-pilot.txt"), sum(map(_command_s, _whole_outputs(out, name)))
+        pilot_s, whole_s = _command_s(out / f"{name}-pilot.txt"), sum(map(_command_s, whole_outputs(out, name)))
         print(f"| {name} | pilot command / whole pair's | {pilot_s:.1f} s / {whole_s:.1f} s | "
               f"{pilot_s / whole_s:.1%} | | |")  # fmt: skip
         print(f"<!-- {name}: {pilot.verdict(*found)} -->")

@@ -131,7 +131,8 @@ def test_later_counts_start_the_longest_trials_first_by_their_own_times_at_the_f
         return TrialRecord(f"{units}-{rate}-{repeat}", {"hidden_units": units, "learning_rate": rate}, repeat,
                            "FINISHED", metrics, {}, 0.0, wall)  # fmt: skip
 
-    # The (128, 0.01) trial paid its worker's 20 s start: its own time is still the shortest.
+    # The (128, 0.01) trial paid its worker's 20 s start: its own time is still the shortest. These trials time no
+    # epochs, so their own time is their wall less the worker's start and the setup.
     trials = [measured(u, r, k, 20.0 if (u, r, k) == (128, 0.01, 0) else 0.0) for (u, r) in walls for k in (0, 1)]
     order = [(p["hidden_units"], p["learning_rate"], p["repeat"]) for p in longest_first(plan, trials)]
     assert order == [(32, 0.01, 1), (32, 0.01, 0), (128, 0.001, 1), (128, 0.001, 0), (32, 0.001, 1),
@@ -139,6 +140,11 @@ def test_later_counts_start_the_longest_trials_first_by_their_own_times_at_the_f
     # A trial not measured (failed at the first count): the grid's order stays.
     assert longest_first(plan, [replace(trials[0], status="FAILED"), *trials[1:]]) == ()
     assert longest_first(SimpleNamespace(spec=plan.spec, fused_groups=((),)), trials) == ()
+    # Where epochs are timed, they and the evaluation are the trial's own time, whatever its wall held besides.
+    timed = [replace(t, metrics={**t.metrics, schema.TRAIN_EPOCHS_S: 10.0 - i, schema.EVAL_S: 0.5})
+             for i, t in enumerate(trials)]  # fmt: skip
+    assert [(p["hidden_units"], p["learning_rate"], p["repeat"]) for p in longest_first(plan, timed)][:2] == [
+        (32, 0.001, 0), (32, 0.001, 1)]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -235,13 +241,15 @@ def test_the_second_count_starts_the_first_count_s_longest_trials_first(scaled):
     def key(run):
         return run.data.params["hidden_units"], run.data.params["epochs"]
 
-    own = {
-        key(t): t.data.metrics["trial_wall_s"] - t.data.metrics["import_s"] for t in trial_runs(uri, first.info.run_id)
-    }
+    first_trials = trial_runs(uri, first.info.run_id)
+    own = {key(t): t.data.metrics["train_epochs_s"] + t.data.metrics["eval_s"] for t in first_trials}
+    longest = set(sorted(own, key=own.get, reverse=True)[:2])
+    in_grid_order = {key(t) for t in sorted(first_trials, key=lambda t: t.info.start_time)[:2]}
+    assert longest != in_grid_order  # else this test could not tell the two orders apart
     started = sorted(trial_runs(uri, second.info.run_id), key=lambda t: t.info.start_time)
     # Two at once: the two that started first are the first count's two longest (24 epochs each), where the grid's
     # order would start (2 epochs, 32 units) and (24 epochs, 32 units).
-    assert {key(t) for t in started[:2]} == set(sorted(own, key=own.get, reverse=True)[:2])
+    assert {key(t) for t in started[:2]} == longest
 
 
 def test_steady_efficiency_compares_the_counts_steady_cost_and_the_table_shows_each_count_s_account():

@@ -66,7 +66,7 @@ def pilot_one_off(device: str) -> tuple[float, str]:
 def same_search(search: SearchRun, other: SearchRun) -> bool:
     """Whether `other` is another run of the same search on the same machine, set up the same way."""
     keys = (schema.SPEC_NAME, schema.DEVICE, schema.HOST, schema.BACKEND, schema.EXECUTION, schema.CPUS_PER_TRIAL,
-            schema.GPUS_PER_TRIAL, f"{schema.GPU_PREFIX}0.name")  # fmt: skip
+            schema.GPUS_PER_TRIAL, f"{schema.GPU_PREFIX}0.name", schema.TRIAL_ORDER)  # fmt: skip
     warm = [s.tags.get(schema.COMPILE_CACHE_STATE, "") == "empty" for s in (search, other)]
     return (
         other.run_id != search.run_id

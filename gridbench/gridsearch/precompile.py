@@ -108,7 +108,7 @@ class Precompiler:
 
     @classmethod
     def start(cls, plan: SearchPlan, context: TrialContext, programs: int, directory: str) -> Precompiler:
-        """Starts the processes, each with every n-th program in Tune's order, so the first trials' come first."""
+        """Starts the processes, each with every n-th program in the grid's order, so the first trials' come first."""
         count = process_count(programs, plan.cpus)
         os.makedirs(directory, exist_ok=True)
         env = _environment(plan)

@@ -1,4 +1,4 @@
-"""Driving Ray Tune: the grid as Tune's parameter space, in an order that compiles each program once, and its trainable.
+"""Driving Ray Tune: the grid as Tune's parameter space (or its points in a given order), and its trainable.
 
 SearchPlan -> TrialContext (what every trial shares) -> tune.Tuner -> one _trainable call per trial
 """
@@ -111,7 +111,9 @@ def grid_order(spec: ExperimentSpec) -> list[tuple[str, tuple]]:
 
 
 def program_representatives(spec: ExperimentSpec) -> tuple[dict[str, Any], ...]:
-    """One grid point per distinct program of the search, in Tune's order (workers compile them ahead)."""
+    """One grid point per distinct program of the search, in the grid's order (processes compile them ahead in
+    it; a search whose trials start in another order, SearchPlan.trial_order, may wait for a program compiled
+    last)."""
     axes = [(axis, values) for axis, values in grid_order(spec) if axis != spec.workload.inner_axis]
     seen, representatives = set(), []
     # Tune varies the first axis fastest: itertools.product varies the last, so reverse both ways.

@@ -70,9 +70,23 @@ def notes(result: ScaleResult) -> list[str]:
         "steady cost, without start-up, compiling, workers' start and end (the account below); Amdahl efficiency: "
         f"predicted from the {base} count's account, if only its steady part (its trials) divided",
         f"scale id {result.scale_id}; one MLflow search run per count, tagged scale.id",
-        f"after the {base} count, each count starts its trials longest first, by their own times at the {base} count "
-        "(without the worker's start), so that no long trial is left to run alone at the end",
+        *_order_note(result, base),
     ]
+
+
+def _order_note(result: ScaleResult, base: int) -> list[str]:
+    """How the counts after the first ordered their trials, where they did not keep the grid's order."""
+    if not result.trial_order:
+        return []
+    note = (
+        f"after the {base} count, each count starts its trials longest first, by their epochs and evaluation at the "
+        f"{base} count, so that no long trial is left to run alone at the end"
+    )
+    if result.rows and result.rows[0].concurrency > 1:
+        note += (
+            f"; the {base} count ran several trials at once in the grid's order, so the speedups hold the order's gain"
+        )
+    return [note]
 
 
 def account_table(result: ScaleResult) -> Table | None:

@@ -213,6 +213,7 @@ class ScaleResult:
     scale_id: str
     rows: tuple[ScaleRow, ...]
     labels: dict[str, str]  # device, backend, packing: what every count shared
+    trial_order: str = ""  # how the counts after the first ordered their trials; "": the grid's order
 
     @property
     def train_metric(self) -> str:
@@ -262,4 +263,5 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
         "execution": first.execution,
     }
     rows = tuple(scale_rows(points, spec.workload.train_metric))
-    return ScaleResult(spec, request, scale_id, rows, labels)
+    ordered = trial_order.LONGEST_FIRST if order and len(plans) > 1 else ""
+    return ScaleResult(spec, request, scale_id, rows, labels, ordered)
