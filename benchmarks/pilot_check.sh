@@ -18,7 +18,10 @@
 # NAME-whole)
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); shift 2
-mkdir -p "$out/work"; cd "$out/work"
+mkdir -p "$out/work"
+# What ran: the checkout's commit and what its working tree changed (a device's copy may carry an older .git).
+{ git rev-parse HEAD; git status --short; } >"$out/provenance.txt" 2>&1
+cd "$out/work"
 uri="sqlite:///$out/work/mlflow.db"
 
 pair() {  # NAME EXPERIMENT [ARGS...]: one `--device both` command, as a user types it, timed from outside
