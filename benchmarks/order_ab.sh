@@ -12,9 +12,9 @@ out=$(realpath "$1"); data=$(realpath "$2"); mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 S=(python3 -m gridbench scale mnist --backend jax --data-dir "$data" --grid hidden_units=256,512,1024,2048
    --tracking-uri "sqlite:///$out/mlflow.db")
-step() { local name=$1; shift; local t0=$(date +%s.%N)
+step() { local name=$1; shift; local t0=$(date +%s)
   "${S[@]}" "$@" --out "$out/$name" >"$out/$name.txt" 2>&1
-  echo "$name rc $? wall $(echo "$(date +%s.%N) - $t0" | bc) s: ${S[*]} $*" | tee -a "$out/calls.txt"; }
+  echo "$name rc $? wall $(( $(date +%s) - t0 )) s: ${S[*]} $*" | tee -a "$out/calls.txt"; }
 step fill --gpus 1 --set epochs=10
 step longest --gpus 2,4 --set epochs=300
 step grid --gpus 4 --set epochs=300
