@@ -113,47 +113,61 @@ def chromium() -> str:
     return path
 
 
-def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared, tmp_path):
+@pytest.fixture(scope="module")
+def served_ui(compared):
+    """`gridbench ui` on the pair's store, opened on digits: its process and the line with its URL. One server for the
+    browser's test and then the SIGTERM test (each start of it imports MLflow and starts its server and web worker)."""
+    store, _, _ = compared
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "gridbench", "ui", "--port", "0", "--tracking-uri", store, "--experiment", "digits"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        line, deadline = "", time.monotonic() + 180
+        while "MLflow UI" not in line and time.monotonic() < deadline:
+            line = ui.stdout.readline() or line
+        assert "MLflow UI" in line
+        yield ui, line
+    finally:
+        if ui.poll() is None:  # the SIGTERM test did not run: stopped as it stops it
+            ui.terminate()
+            try:
+                ui.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                ui.kill()
+
+
+def test_the_ui_lists_the_searches_and_the_comparison_in_a_real_browser(compared, served_ui, tmp_path):
     import requests
 
     browser = chromium()
     store, ids, _ = compared
     client, parents, _ = runs_of(store, "digits")
     (comparison,) = [r for r in parents if r.data.tags.get("gridbench.kind") == "comparison"]
-    ui = subprocess.Popen(
-        [sys.executable, "-m", "gridbench", "ui", "--port", "0", "--tracking-uri", store, "--experiment", "digits"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    try:
-        line = ""
-        deadline = time.monotonic() + 180
-        while "MLflow UI" not in line and time.monotonic() < deadline:
-            line = ui.stdout.readline() or line
-        url = re.search(r"http://127\.0\.0\.1:\d+/#/experiments/\d+/runs\S*", line).group(0)
-        assert "workflowType=machine_learning" in url and "orderByKey" not in url  # unsorted: trials nested
+    ui, line = served_ui
+    assert ui.poll() is None, "the ui stopped before the browser opened it"
+    url = re.search(r"http://127\.0\.0\.1:\d+/#/experiments/\d+/runs\S*", line).group(0)
+    assert "workflowType=machine_learning" in url and "orderByKey" not in url  # unsorted: trials nested
 
-        profile = tmp_path / "chromium"
-        dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
-                             capture_output=True, text=True, timeout=180).stdout  # fmt: skip
-        text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style).*?</\1>", "", dom, flags=re.S)))
-        assert text.count("digits cpu jax") >= 2, text[:2000]  # both searches' parent runs
-        assert comparison.info.run_name in text
+    profile = tmp_path / "chromium"
+    dom = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=180).stdout  # fmt: skip
+    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style).*?</\1>", "", dom, flags=re.S)))
+    assert text.count("digits cpu jax") >= 2, text[:2000]  # both searches' parent runs
+    assert comparison.info.run_name in text
 
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        screenshot = ARTIFACTS / "mlflow-ui-runs.png"
-        subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={screenshot}", url],
-                       capture_output=True, timeout=180, check=True)  # fmt: skip
-        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    screenshot = ARTIFACTS / "mlflow-ui-runs.png"
+    subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={screenshot}", url],
+                   capture_output=True, timeout=180, check=True)  # fmt: skip
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-        base = url.split("/#/")[0]
-        for name in ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png"):
-            served = requests.get(
-                f"{base}/get-artifact", params={"path": f"plots/{name}", "run_uuid": comparison.info.run_id}, timeout=30
-            )
-            assert served.status_code == 200 and served.content[:8] == b"\x89PNG\r\n\x1a\n", name
-    finally:
-        ui.terminate()
-        ui.wait(timeout=30)
+    base = url.split("/#/")[0]
+    for name in ("relative_time_cost.png", "speedup_per_config.png", "speedup_heatmap.png"):
+        served = requests.get(
+            f"{base}/get-artifact", params={"path": f"plots/{name}", "run_uuid": comparison.info.run_id}, timeout=30
+        )
+        assert served.status_code == 200 and served.content[:8] == b"\x89PNG\r\n\x1a\n", name
 
 
 def test_the_html_report_shows_the_headline_and_every_chart_offline_in_a_real_browser(compared, tmp_path):
@@ -205,28 +219,20 @@ def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path):
     assert trial.returncode == 2 and trial.stderr.count("\n") == 1 and "is a trial run" in trial.stderr
 
 
-def test_the_ui_stops_its_server_on_sigterm(compared):
+def test_the_ui_stops_its_server_on_sigterm(served_ui):
+    """The ui the browser read (after that test, if it ran): SIGTERM ends it, its server and the server's worker."""
     import signal
 
     import psutil
 
-    store, _, _ = compared
-    ui = subprocess.Popen([sys.executable, "-m", "gridbench", "ui", "--port", "0", "--tracking-uri", store],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    try:
-        line, deadline = "", time.monotonic() + 180
-        while "MLflow UI" not in line and time.monotonic() < deadline:
-            line = ui.stdout.readline() or line
-        assert "MLflow UI" in line
-        started = psutil.Process(ui.pid).children(recursive=True)  # the server and its web worker
-        assert started
-        ui.send_signal(signal.SIGTERM)
-        assert ui.wait(timeout=60) == 0
-        gone, alive = psutil.wait_procs(started, timeout=30)
-        assert not alive, [p.cmdline() for p in alive]
-    finally:
-        if ui.poll() is None:
-            ui.kill()
+    ui, _ = served_ui
+    assert ui.poll() is None
+    started = psutil.Process(ui.pid).children(recursive=True)  # the server and its web worker
+    assert started
+    ui.send_signal(signal.SIGTERM)
+    assert ui.wait(timeout=60) == 0
+    gone, alive = psutil.wait_procs(started, timeout=30)
+    assert not alive, [p.cmdline() for p in alive]
 
 
 def compare_json(store: str, cwd, run_ids, *extra) -> dict:

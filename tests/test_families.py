@@ -109,24 +109,10 @@ def test_synthetic_data_has_the_real_shapes_and_label_count(name):
     assert np.array_equal(again.x_test, data.x_test)  # seeded
 
 
-def test_model_sizes(kept_environ):
-    """The small CNN has the seeds' 39,558 parameters; a ResNet's depth counts its layers."""
-    out = run_python(
-        str(PROGRAMS / "model_sizes.py"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        # It only builds models: unoptimised, XLA compiles each initializer's program quickly (the whole script
-        # took 13.5 s instead of 28.6 s on 2 cores).
-        env={
-            **os.environ,
-            "KERAS_BACKEND": "jax",
-            "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": "--xla_backend_optimization_level=0",
-        },
-    )
-    assert out.returncode == 0, out.stderr
-    sizes = json.loads(out.stdout.splitlines()[-1])
+def test_model_sizes(tensorflow_trainings):
+    """The small CNN has the seeds' 39,558 parameters; a ResNet's depth counts its layers (built on TensorFlow, in
+    the process that trains the families below: a count does not depend on the backend)."""
+    sizes = tensorflow_trainings["sizes"]
     assert sizes["smallcnn"] == 39558
     # 6n+2 on the main path plus the two 1x1 projection shortcuts.
     assert sizes["resnet20"] == 22 and sizes["resnet62"] == 64
@@ -169,21 +155,26 @@ LEARNS = {
 LEARNED = {"cnn": 0.8, "vgg": 0.2, "resnet": 0.2, "smallcnn": 0.8, "bilstm": 0.8, "fasttext": 0.6, "char_lstm": 0.8}
 
 
-def train_in_process(data_dir, backend: str, loops: dict[str, tuple[str, ...]]) -> dict:
-    """Each model through its loops, in a process of its own on `backend`: what each trial said, by model and loop."""
+def run_families(data_dir, backend: str, loops: dict[str, tuple[str, ...]], sizes: bool = False) -> list:
+    """Each model through its loops, in a process of its own on `backend`: the JSON lines it printed, the last one
+    what each trial said, by model and loop (and with `sizes`, first model_sizes.py's sizes, built in that process)."""
     datasets_of = {m: load_spec(e).dataset for e, m in FAMILY_EXPERIMENTS.items() if m in loops}
     small = {name: {**SMALL.get(name, {}), **LEARNS.get(name, {})} for name in loops}
     asked = {"backend": backend, "data_dir": str(data_dir), "datasets": datasets_of, "loops": loops, "small": small}
     out = run_python(
         str(PROGRAMS / "train_families.py"),
-        json.dumps(asked),
+        json.dumps({**asked, "sizes": sizes}),
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"},
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    rows = json.loads(out.stdout.splitlines()[-1])
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def assert_trained(rows: dict, backend: str, loops: dict[str, tuple[str, ...]]) -> None:
+    """Every model through every loop: finished on the CPU, in mixed precision, and past its LEARNED floor."""
     assert sorted(rows) == sorted(loops)
     for name, by_loop in rows.items():
         assert sorted(by_loop) == sorted(loops[name])
@@ -192,7 +183,18 @@ def train_in_process(data_dir, backend: str, loops: dict[str, tuple[str, ...]]) 
             assert device == "cpu:0" and precision == "mixed_bfloat16" and epochs == 3 and used == backend
             assert cudnn == ("no" if name in ("bilstm", "char_lstm") else None)  # no cuDNN on a CPU
             assert LEARNED[name] < accuracy <= 1, (name, loop, accuracy)  # it learned, not only ran
-    return rows
+
+
+# The families with no tiny search here, each through fit on TensorFlow (test_the_families_without_a_search_...).
+UNSEARCHED = {FAMILY_EXPERIMENTS[e]: ("fit",) for e in FAMILY_EXPERIMENTS if e not in SEARCHED}
+
+
+@pytest.fixture(scope="module")
+def tensorflow_trainings(data_dir) -> dict:
+    """One TensorFlow process for two tests: it builds model_sizes.py's models, then trains UNSEARCHED. A process of
+    its own for the sizes imported Keras and a backend again (11.0 s in the suite, 2 cores)."""
+    sizes, rows = run_families(data_dir, "tensorflow", UNSEARCHED, sizes=True)
+    return {"sizes": sizes["sizes"], "rows": rows}
 
 
 # Every family trains through fit on TensorFlow (its search, or the test below): on JAX, Keras' fit differs from
@@ -206,16 +208,16 @@ def test_every_family_trains_on_the_compiled_loop_on_jax(data_dir, kept_environ)
     """Each family's model, on JAX, through the compiled loop (and fit, for JAX_FIT_TOO): trains, on the CPU, and
     says what it is."""
     loops = {m: ("compiled", "fit") if m in JAX_FIT_TOO else ("compiled",) for m in FAMILY_EXPERIMENTS.values()}
-    rows = train_in_process(data_dir, "jax", loops)  # each past its LEARNED floor
+    (rows,) = run_families(data_dir, "jax", loops)
+    assert_trained(rows, "jax", loops)  # each past its LEARNED floor
     assert sorted(rows) == sorted(LEARNED)  # every family
 
 
 @pytest.mark.slow
-def test_the_families_without_a_search_here_train_on_tensorflow(data_dir, kept_environ):
+def test_the_families_without_a_search_here_train_on_tensorflow(tensorflow_trainings):
     """TensorFlow, the CPU's default backend, trains every family: these here, the others in their searches."""
-    unsearched = [FAMILY_EXPERIMENTS[e] for e in FAMILY_EXPERIMENTS if e not in SEARCHED]
-    assert unsearched  # every dataset has its search; the rest of the families train here
-    train_in_process(data_dir, "tensorflow", {model: ("fit",) for model in unsearched})
+    assert UNSEARCHED  # every dataset has its search; the rest of the families train here
+    assert_trained(tensorflow_trainings["rows"], "tensorflow", UNSEARCHED)
 
 
 @pytest.mark.slow

@@ -2,11 +2,15 @@
 line of what each trial said, by model and loop (test_families).
 
 ASKED is JSON: {"backend": ..., "data_dir": ..., "datasets": {model: dataset}, "loops": {model: [loop, ...]},
-"small": {model: {hyperparameter: value}}}. The backend is the process's (KERAS_BACKEND, set by the caller).
+"small": {model: {hyperparameter: value}}, "sizes": bool}. The backend is the process's (KERAS_BACKEND, set by the
+caller). With "sizes", a JSON line of model_sizes.py's sizes comes first: built in this process, whose Keras is
+imported already, instead of a process of its own.
 """
 
 import json
 import sys
+
+from model_sizes import sizes
 
 from gridbench.datasets import find
 from gridbench.trial import TrialContext, run_trial
@@ -37,4 +41,7 @@ def train(asked: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(train(json.loads(sys.argv[1]))))
+    asked = json.loads(sys.argv[1])
+    if asked.get("sizes"):
+        print(json.dumps({"sizes": sizes()}))
+    print(json.dumps(train(asked)))
