@@ -14,9 +14,8 @@ are held as the pilot measured them. The interval adds, as variances, each pilot
 epoch-to-epoch spread, the run-to-run spread of the pace (gridbench.comparison.spread) and
 that of the one-off parts: run to run, or as far as a pilot's parts inside its makespan stood
 from its whole search's (gridbench/data/pilot_spread.toml: a whole search pays them in another
-order), the larger. A pilot has
-one trial per program, so no trial-to-trial spread is seen. A projection is labelled
-as one. Pure arithmetic on records read back.
+order), the larger. A pilot has one trial per program, so no trial-to-trial spread is seen. A
+projection is labelled as one. Pure arithmetic on records read back.
 """
 
 from __future__ import annotations
