@@ -21,6 +21,7 @@ JAX backend only (gridbench.workloads.resolve_train_loop refuses the others).
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import jax
@@ -186,17 +187,9 @@ class CompiledSession:
     def compile(self) -> dict[str, str]:
         """Takes the program from the worker's cache, compiling it if this trial is the first to need it."""
         key, arguments = self.program_key, self._arguments()
+        compiling = partial(_compile, self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place)
         lookup = PROGRAMS.get(
-            key,
-            lambda: saved_programs.ready_or_compile(
-                key,
-                program_arguments(arguments, self.place),
-                self.place,
-                lambda tag: _compile(
-                    self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place, tag
-                ),
-                keep=self.keep_programs,
-            ),
+            key, lambda: saved_or_compiled(key, arguments, self.place, compiling, keep=self.keep_programs)
         )
         self.program = lookup.program
         return program_tags(lookup)
@@ -215,14 +208,8 @@ class CompiledSession:
             jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
             jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
         )
-        return saved_programs.ready_or_compile(
-            self.program_key,
-            program_arguments(arguments, place),
-            place,
-            lambda tag: _compile(model, optimizer, arguments, self.steps, self.batch_size, place, tag, ahead=True),
-            ahead=True,
-            keep=self.keep_programs,
-        )
+        compiling = partial(_compile, model, optimizer, arguments, self.steps, self.batch_size, place)
+        return saved_or_compiled(self.program_key, arguments, place, compiling, keep=self.keep_programs, ahead=True)
 
     def _arguments(self) -> tuple:
         return self.state, self.key, self.x_train, self.y_train
@@ -313,6 +300,16 @@ def evaluation_arguments(arguments: tuple, place) -> tuple:
 def program_arguments(arguments: tuple, place) -> dict[str, tuple]:
     """Each of a Program's executables' arguments (saved_programs checks a saved one takes them)."""
     return {"train_epoch": arguments, "correct": evaluation_arguments(arguments, place)}
+
+
+def saved_or_compiled(
+    key: tuple, arguments: tuple, place, compiling: Callable[..., Program], *, keep: bool, ahead: bool = False
+) -> Program:
+    """`key`'s program: its saved executables where they take `arguments` (an epoch's), else compiling(tag, ahead)
+    and saved (saved_programs.ready_or_compile); for a session's and a group's program alike."""
+    return saved_programs.ready_or_compile(
+        key, program_arguments(arguments, place), place, lambda tag: compiling(tag, ahead), ahead=ahead, keep=keep
+    )
 
 
 def compile_evaluation(correct: Callable, arguments: tuple, place, tag: str | None = None):

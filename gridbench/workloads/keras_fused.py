@@ -40,7 +40,7 @@ from gridbench.workloads.keras_compiled import (
     make_train_epoch,
     make_train_step,
     model_and_optimizer,
-    program_arguments,
+    saved_or_compiled,
     state_of,
 )
 from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program, program_tags
@@ -135,17 +135,11 @@ class FusedSession:
     def compile(self) -> dict[str, str]:
         """Takes the group's program from the worker's cache, compiling it if no group of its key has."""
         key, arguments = self.program_key, (self.state, self.keys, self.x_train, self.y_train)
+        compiling = partial(
+            _compile_fused, self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place
+        )
         lookup = PROGRAMS.get(
-            key,
-            lambda: saved_programs.ready_or_compile(
-                key,
-                program_arguments(arguments, self.place),
-                self.place,
-                lambda tag: _compile_fused(
-                    self.model, self.optimizer, arguments, self.steps, self.batch_size, self.place, tag
-                ),
-                keep=self.keep_programs,
-            ),
+            key, lambda: saved_or_compiled(key, arguments, self.place, compiling, keep=self.keep_programs)
         )
         self.program = lookup.program
         return program_tags(lookup)
@@ -168,16 +162,8 @@ class FusedSession:
             jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
             jax.ShapeDtypeStruct(y.shape, np.int32, sharding=sharding),
         )
-        return saved_programs.ready_or_compile(
-            self.program_key,
-            program_arguments(arguments, place),
-            place,
-            lambda tag: _compile_fused(
-                model, optimizer, arguments, self.steps, self.batch_size, place, tag, ahead=True
-            ),
-            ahead=True,
-            keep=self.keep_programs,
-        )
+        compiling = partial(_compile_fused, model, optimizer, arguments, self.steps, self.batch_size, place)
+        return saved_or_compiled(self.program_key, arguments, place, compiling, keep=self.keep_programs, ahead=True)
 
     def actual_device(self) -> str:
         return device_of(self.state, self.x_train)
