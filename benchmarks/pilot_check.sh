@@ -15,7 +15,7 @@
 # than one call (benchmarks/pilot_table.py adds the two).
 #
 # Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR STEP...   (steps: warm, or mlp cnn mlp10 cnn24 mlp15 cnn11 mlp26
-# cnn9, or NAME-pilot, NAME-whole)
+# cnn9 mlp21 cnn7, or NAME-pilot, NAME-whole)
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); shift 2
 mkdir -p "$out/work"
@@ -50,18 +50,24 @@ mlp15=(--grid hidden_units=48,160,320 --grid learning_rate=0.0007,0.003,0.008,0.
        --grid batch_size=96,256 --set epochs=15)
 cnn11=(--set train_size=5000 --grid filters=12,20 --grid batch_size=96,256 --grid learning_rate=0.0005,0.002,0.006
        --grid dropout=0.3,0.45 --set epochs=11)
-# A fourth check, its grids and procedure fixed before it ran: the third's largest misses came from its first
-# commands on a machine just started (the CPU pilot's pace 9-23% slow, the GPU pilot's XLA compiling 29% longer
-# than its whole search's), so step `warm` runs one short throwaway `--device both` search in a store of its
-# own first. Grids of no earlier check's programs, sized so that the whole pair is large beside the pilot's
-# one-off parts (the third check's cnn11 pilot took 15.7% of its pair): mlp26, 32 MLP configurations (hidden
-# units 80/224 x batch 112/320 x 4 learning rates x 2 dropouts), 26 epochs; cnn9, 32 CNN configurations
-# (filters 14/18 x batch 80/224 x 4 learning rates x 2 dropouts), 5,000 training samples, 9 epochs. Each CPU
-# half takes one device call of its own (NAME-whole-cpu, NAME-whole-gpu).
+# A fourth check, its grids and procedure fixed before any of its whole searches ran: the third's largest misses
+# came from its first commands on a machine just started (the CPU pilot's pace 9-23% slow, the GPU pilot's XLA
+# compiling 29% longer than its whole search's), so step `warm` runs one short throwaway `--device both` search
+# in a store of its own first. Grids of no earlier check's programs, sized so that the whole pair is large
+# beside the pilot's one-off parts (the third check's cnn11 pilot took 15.7% of its pair). First tried: mlp26
+# (32 MLP configurations, 26 epochs) and cnn9 (32 CNN configurations of 4 programs, 9 epochs); their pilots
+# projected CPU halves of 609 and 635 s, over a device call's 600 s, so the grids were cut before any whole
+# search ran: mlp21, the same 32 MLP configurations (hidden units 80/224 x batch 112/320 x 4 learning rates x 2
+# dropouts), 21 epochs; cnn7, 32 CNN configurations of 2 programs (filters 18 x batch 80/224 x 4 learning rates
+# x 4 dropouts), 5,000 training samples, 7 epochs. Each CPU half takes one device call of its own
+# (NAME-whole-cpu, NAME-whole-gpu).
 mlp26=(--grid hidden_units=80,224 --grid learning_rate=0.0006,0.002,0.006,0.012 --grid dropout=0.15,0.35
        --grid batch_size=112,320 --set epochs=26)
 cnn9=(--set train_size=5000 --grid filters=14,18 --grid batch_size=80,224
       --grid learning_rate=0.0004,0.0012,0.0035,0.009 --grid dropout=0.2,0.4 --set epochs=9)
+mlp21=("${mlp26[@]:0:8}" --set epochs=21)
+cnn7=(--set train_size=5000 --set filters=18 --grid batch_size=80,224
+      --grid learning_rate=0.0004,0.0012,0.0035,0.009 --grid dropout=0.1,0.2,0.3,0.4 --set epochs=7)
 warm() {  # a throwaway search in its own store, so that no measured command is the machine's first
   mkdir -p "$out/warm" && (cd "$out/warm" && /usr/bin/time -f "whole command %e s" python3 -m gridbench search mnist \
     --device both --backend jax --data-dir "$data" --tracking-uri "sqlite:///$out/warm/mlflow.db" \
