@@ -1,6 +1,7 @@
 """A pilot's projection against the whole pair it projected (benchmarks/pilot_check.sh's output).
 
     python benchmarks/pilot_table.py OUTDIR GRID [...]      e.g. mlp cnn
+    python benchmarks/pilot_table.py OUTDIR GRID GRID@OTHER_OUTDIR   a grid checked on another machine, its own store
 
 For each grid, the pilots (NAME-pilot.ids: CPU, GPU) are projected to the whole search they
 stand for, and set against the whole pair as measured (NAME-whole.ids): each device's
@@ -58,10 +59,13 @@ def store_uri(out: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def main(out: Path, grids: list[str]) -> None:
-    uri, prices = store_uri(out), PriceTable.load()
+def main(first_out: Path, grids: list[str]) -> None:
+    prices = PriceTable.load()
     print("| grid | figure | projected [95%] | measured | error | inside |\n|---|---|---:|---:|---:|---|")
-    for name in grids:
+    for grid in grids:
+        name, _, elsewhere = grid.partition("@")
+        out = Path(elsewhere) if elsewhere else first_out
+        uri = store_uri(out)
         pilots = [read_search(uri, i) for i in (out / f"{name}-pilot.ids").read_text().split()]
         wholes = [read_search(uri, i) for i in whole_ids(out, name)]
         found = [pilot.project(p, search_price(p, prices), spread.run_to_run(p)) for p in pilots]
