@@ -45,15 +45,17 @@ def test_pilot_epochs_and_what_a_pilot_cannot_stand_for_are_checked():
         planning.check(load_spec("mnist").with_execution("fused"), resume=False)
 
 
-def recorded(device, programs, whole, trials_per_program=1, epochs=3, run="p", failed=(), concurrency=1):
+def recorded(device, programs, whole, trials_per_program=1, epochs=3, run="p", failed=(), concurrency=1, extra=None):
     """A search recorded as a driver records one: for each program (name -> (overhead, epoch s)), its trials, one at
-    a time, the first paying its worker's start; a pilot where `whole` (the tags' whole search) is given."""
+    a time, the first paying its worker's start; a pilot where `whole` (the tags' whole search) is given. `extra`:
+    (tags, account parts) added."""
     store = MemoryRecorder("mnist")
-    tags = search_tags(device)
+    tags = {**search_tags(device), **(extra[0] if extra else {})}
     if whole:
         tags.update({schema.PILOT: "true", schema.PILOT_WHOLE: json.dumps(whole), schema.PILOT_WHOLE_KEY: "k"})
     store.start(run, {"epochs": epochs, "grid.units": json.dumps(list(programs)), "repeats": 1}, tags, {})
     clock, parts, index = 1010.0, {**ONE_OFF, "trial_overhead_s": 0.0, "warmup_s": 0.0, "training_s": 0.0}, 0
+    parts.update(extra[1] if extra else {})
     for name, (overhead, epoch) in programs.items():
         for lr in range(trials_per_program):
             start_s = 3.0 if index == 0 else 0.0
@@ -113,6 +115,20 @@ def test_the_one_off_parts_spread_as_far_as_a_pilots_stood_from_its_whole_search
     # Where the run-to-run spread is larger, it is the one used, and the line says so.
     louder = pilot.project(short, 0.8, spread.Spread(0.0, 5.0, "test"))
     assert louder.one_off_sd_s == 5.0 and "one-off parts held at 5.0 s: run to run)" in pilot.lines(louder)[0]
+
+
+def test_under_the_persistent_cache_the_whole_command_leaves_out_the_pilots_compile_warm_up():
+    # The pilot's warm-up compiled every program for 20 s before its timed searches, outside the makespan.
+    warmed = {"compile_warmup_s": 20.0}
+    kept = pilot.project(recorded("cpu", PROGRAMS, WHOLE, extra=({schema.COMPILE_CACHE: "persistent"}, warmed)),
+                         0.8, spread.floor("cpu"))  # fmt: skip
+    fresh = pilot.project(recorded("cpu", PROGRAMS, WHOLE, extra=({schema.COMPILE_CACHE: "per search"}, warmed)),
+                          0.8, spread.floor("cpu"))  # fmt: skip
+    # Per search, the whole search compiles again, so its warm-up is held; kept, it finds the programs done.
+    assert fresh.whole_command_s - kept.whole_command_s == pytest.approx(20.0)
+    assert kept.makespan_s == fresh.makespan_s  # the warm-up is outside the makespan
+    assert "compile warm-up (20.0 s) left out: the whole search finds its programs" in pilot.lines(kept)[0]
+    assert "warm-up" not in pilot.lines(fresh)[0].split("one-off parts held")[1]
 
 
 def test_the_size_asked_keeps_the_programs_mix():

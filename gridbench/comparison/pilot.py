@@ -10,8 +10,10 @@ scaled: its overhead (its share of the gaps between trials included) once, its s
 epoch E times; the pilot trial's setup, evaluation and warm-up are the program's first
 use, paid once in each worker that runs the program (a later trial reuses the model).
 The one-off parts (start-up, compiling each program once, the workers' start, the end)
-are held as the pilot measured them. The interval adds, as variances, each pilot trial's
-epoch-to-epoch spread, the run-to-run spread of the pace (gridbench.comparison.spread) and
+are held as the pilot measured them, but for its compile warm-up under the persistent
+compile cache: the whole search finds the programs the warm-up left there. The interval
+adds, as variances, each pilot trial's epoch-to-epoch spread, the run-to-run spread of the
+pace (gridbench.comparison.spread) and
 that of the one-off parts: run to run, or as far as a pilot's parts inside its makespan stood
 from its whole search's (gridbench/data/pilot_spread.toml: a whole search pays them in another
 order), the larger. A pilot has one trial per program, so no trial-to-trial spread is seen. A
@@ -74,6 +76,7 @@ class PilotProjection:
     spread: Spread
     one_off_sd_s: float  # the one-off parts' standard deviation: run to run, or pilot against whole, the larger
     one_off_from: str = "run to run"  # which of the two, in words
+    warmup_left_out_s: float = 0.0  # the pilot's compile warm-up, which the whole search finds done (persistent cache)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +90,7 @@ class PilotProjection:
             "run_to_run": self.spread.to_dict(),
             "one_off_sd_s": self.one_off_sd_s,
             "one_off_from": self.one_off_from,
+            "warmup_left_out_s": self.warmup_left_out_s,
         }
 
 
@@ -158,17 +162,26 @@ def project(
     one_off_sd, one_off_from = _one_off_sd(pilot, parts.one_off_s - outside, spread)
     sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + one_off_sd**2)
     makespan = parts.one_off_s - outside + steady
+    warmup = _warmup_left_out(pilot, parts)
     return PilotProjection(
         pilot=pilot,
         whole=size,
         makespan_s=makespan_interval(makespan, sd),
-        whole_command_s=parts.one_off_s + steady,
+        whole_command_s=parts.one_off_s - warmup + steady,
         cost=None if price_per_hour is None else makespan / 3600 * price_per_hour,
         pilot_command_s=parts.whole_command_s,
         spread=spread,
         one_off_sd_s=one_off_sd,
         one_off_from=one_off_from,
+        warmup_left_out_s=warmup,
     )
+
+
+def _warmup_left_out(pilot: SearchRun, parts: account.Account) -> float:
+    """The pilot's compile warm-up, where the whole search will not pay it again: with the compile cache kept across
+    searches (persistent), the warm-up (gridbench.gridsearch.warmup) left every program in it, and the whole
+    search's warm-up finds them there. Outside the makespan, so only the whole command moves."""
+    return parts.compile_warmup_s if pilot.tags.get(schema.COMPILE_CACHE) == "persistent" else 0.0
 
 
 def _one_off_sd(pilot: SearchRun, inside_s: float, spread: Spread) -> tuple[float, str]:
@@ -217,11 +230,17 @@ def lines(projection: PilotProjection) -> list[str]:
     """One device's projected whole search, labelled as a projection."""
     p = projection
     cost = f", ${p.cost:.3g}" if p.cost is not None else ""
+    warmup = (
+        f"; the pilot's compile warm-up ({p.warmup_left_out_s:.1f} s) left out: the whole search finds its programs "
+        "in the persistent compile cache"
+        if p.warmup_left_out_s
+        else ""
+    )
     return [
         f"{p.pilot.label} (pilot, its own command {p.pilot_command_s:.1f} s): the whole search ({p.whole.text()}, "
         f"{p.whole.concurrency} at once) projected: makespan {p.makespan_s.text(' s')}, whole command "
         f"{p.whole_command_s:.1f} s{cost}; a model, not a measurement (interval: each program's epoch spread, "
-        f"{p.spread.describe()}; the one-off parts held at {p.one_off_sd_s:.1f} s: {p.one_off_from})"
+        f"{p.spread.describe()}; the one-off parts held at {p.one_off_sd_s:.1f} s: {p.one_off_from}{warmup})"
     ]
 
 
