@@ -147,6 +147,19 @@ def test_the_verdict_names_both_devices_the_whole_search_and_the_pilot():
     assert " on the CPU and " in text and " on the GPU: the GPU search finishes " in text and "x sooner [" in text
     assert "and costs 0.44" in text
     assert "(projected from a pilot of 2 configurations x 3 epochs that took " in text
+    assert "saves little" not in text  # 38 s of pilots against a whole pair of about 270 s
+
+
+def test_a_pilot_about_as_long_as_the_whole_pair_says_it_saves_little():
+    tiny = {**WHOLE, "epochs": 3, "configs": 2, "programs": {"units=64": 1, "units=4096": 1}}
+    cpu = recorded("cpu", PROGRAMS, tiny, run="c")
+    gpu = recorded("gpu", {k: (0.3, e / 20) for k, (_, e) in PROGRAMS.items()}, tiny, run="g")
+    found = [pilot.project(s, search_price(s, PRICES), spread.floor(d)) for s, d in ((cpu, "cpu"), (gpu, "gpu"))]
+    whole = found[0].whole_command_s + found[1].whole_command_s
+    took = found[0].pilot_command_s + found[1].pilot_command_s
+    assert took >= 0.5 * whole
+    said = f"that took {took:.0f} s, {took / whole:.0%} of the whole pair's projected {whole:.0f} s: at this size"
+    assert f"{said} the pilot saves little" in pilot.verdict(*found)
 
 
 def test_what_a_pilot_cannot_project_is_said():

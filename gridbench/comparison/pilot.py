@@ -210,7 +210,21 @@ def verdict(base: PilotProjection, other: PilotProjection) -> str:
         f"verdict: the whole search ({other.whole.text()}) would take {base.makespan_s.text(' s')} on {names[0]} "
         f"and {other.makespan_s.text(' s')} on {names[1]}: {who} {speed_words(speedup)}{cost_words(cost_ratio)} "
         f"(projected from a pilot of {len(base.whole.programs)} configurations x "
-        f"{base.pilot.params.get('epochs', '?')} epochs that took {took:.0f} s)"
+        f"{base.pilot.params.get('epochs', '?')} epochs that took {took:.0f} s{_small(took, base, other)})"
+    )
+
+
+SMALL_SHARE = 0.5  # a pilot that took at least this share of the whole pair's projected time saved little
+
+
+def _small(took: float, base: PilotProjection, other: PilotProjection) -> str:
+    """Said where the whole pair is hardly longer than its pilot: its fixed costs then decide both."""
+    whole = base.whole_command_s + other.whole_command_s
+    if whole <= 0 or took < SMALL_SHARE * whole:
+        return ""
+    return (
+        f", {took / whole:.0%} of the whole pair's projected {whole:.0f} s: at this size the pilot saves little, "
+        "and one-off costs decide the projection"
     )
 
 
