@@ -13,7 +13,7 @@ import shlex
 import sys
 import time
 
-from gridbench import compile_cache
+from gridbench import collector, compile_cache
 from gridbench.errors import UserError
 
 EXIT_USER_ERROR = 2
@@ -939,6 +939,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if args.command not in ("search", "scale"):
+            collector.resume_after_startup()  # only a search's start-up runs without the collector
         if args.command == "search" and args.experiment is None:
             args = _recorded_search(parser, args, list(sys.argv[1:] if argv is None else argv))
         return args.handler(args)
@@ -964,6 +966,7 @@ def run() -> None:
     """
     import atexit
 
+    collector.pause_for_startup()  # until the search has started: this process is gridbench's own
     code = main()
     atexit._run_exitfuncs()
     sys.stdout.flush()

@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any, Callable, Mapping
 
-from gridbench import compile_cache
+from gridbench import collector, compile_cache
 from gridbench.gridsearch.options import SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
@@ -28,7 +28,11 @@ def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None
     from ray import tune
 
     os.environ[TRIAL_ID_ENV] = tune.get_context().get_trial_id()  # for the trial timeout's clock (run.note_started)
-    outcome = runner(config, context)
+    collector.pause_for_startup()  # Ray's worker process, ours: its framework is imported without the collector
+    try:
+        outcome = runner(config, context)  # run_trial resumes it once the framework is imported
+    finally:
+        collector.resume_after_startup()  # a runner that imported nothing, or failed before
     outcome.tags[schema.RAY_NODE_ID] = ray.get_runtime_context().get_node_id()
     tune.report({"gridbench": outcome.to_dict()})
 

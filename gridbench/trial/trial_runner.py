@@ -16,7 +16,7 @@ import time
 import traceback
 from typing import Any, Mapping
 
-from gridbench import compile_cache
+from gridbench import collector, compile_cache
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
 from gridbench.trial import failure, gpu_monitor, steps
@@ -57,6 +57,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
             outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
         imported = time.perf_counter()
         entry: WorkloadEntry = context.resolve_workload().load_train()
+        collector.resume_after_startup()  # paused by the trainable while the framework was imported
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         note_started(context)

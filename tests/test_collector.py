@@ -1,0 +1,95 @@
+"""A process's start-up without the cyclic garbage collector (gridbench.collector).
+
+The collector is the whole process's, so each check runs in a fresh interpreter: the test process's own is left alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def _run(script: str, tmp_path) -> None:
+    code = textwrap.dedent(script)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok"), done.stdout
+
+
+def test_a_start_up_runs_without_the_collector_then_its_objects_are_frozen_once_per_process(tmp_path):
+    _run(
+        """
+        import gc
+        from gridbench import collector
+        collector.pause_for_startup()
+        assert not gc.isenabled()
+        kept = [{"n": i} for i in range(1000)]
+        collector.resume_after_startup()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        frozen = gc.get_freeze_count()
+        collector.pause_for_startup()  # a worker's next trial: the collector stays on, nothing more is frozen
+        assert gc.isenabled()
+        collector.resume_after_startup()
+        assert gc.get_freeze_count() == frozen
+        print("ok")
+        """,
+        tmp_path,
+    )
+
+
+def test_the_start_ups_garbage_cycles_are_collected_not_frozen(tmp_path):
+    # A cycle holding a database connection must be closed when the collector comes back, not kept for good.
+    _run(
+        """
+        import gc, weakref
+        from gridbench import collector
+        collector.pause_for_startup()
+        closed = []
+        class Connection:
+            pass
+        cycle = Connection()
+        cycle.me = cycle
+        weakref.finalize(cycle, closed.append, "closed")
+        del cycle
+        junk = [[] for _ in range(20000)]  # enough allocations for several collections, were it on
+        assert closed == []
+        collector.resume_after_startup()
+        assert closed == ["closed"]
+        print("ok")
+        """,
+        tmp_path,
+    )
+
+
+def test_a_process_that_did_not_pause_finds_the_collector_as_it_left_it(tmp_path):
+    # The API's searches run in a user's process or a test's: run_search's resume changes nothing there.
+    _run(
+        """
+        import gc
+        from gridbench import collector
+        collector.resume_after_startup()
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+        gc.disable()  # a user's choice stays theirs
+        collector.pause_for_startup()
+        collector.resume_after_startup()
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+        print("ok")
+        """,
+        tmp_path,
+    )
+
+
+def test_the_command_line_turns_the_collector_back_on_before_a_command_other_than_search(tmp_path):
+    _run(
+        f"""
+        import gc
+        from gridbench import cli, collector
+        collector.pause_for_startup()  # as cli.run does
+        code = cli.main(["report", "0123", "--tracking-uri", "sqlite:///{tmp_path}/none.db"])
+        assert code == 2, code  # no store there: one line, and the collector on again all the same
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        print("ok")
+        """,
+        tmp_path,
+    )
