@@ -117,18 +117,29 @@ def test_the_one_off_parts_spread_as_far_as_a_pilots_stood_from_its_whole_search
     assert louder.one_off_sd_s == 5.0 and "one-off parts held at 5.0 s: run to run)" in pilot.lines(louder)[0]
 
 
-def test_under_the_persistent_cache_the_whole_command_leaves_out_the_pilots_compile_warm_up():
-    # The pilot's warm-up compiled every program for 20 s before its timed searches, outside the makespan.
-    warmed = {"compile_warmup_s": 20.0}
-    kept = pilot.project(recorded("cpu", PROGRAMS, WHOLE, extra=({schema.COMPILE_CACHE: "persistent"}, warmed)),
-                         0.8, spread.floor("cpu"))  # fmt: skip
-    fresh = pilot.project(recorded("cpu", PROGRAMS, WHOLE, extra=({schema.COMPILE_CACHE: "per search"}, warmed)),
-                          0.8, spread.floor("cpu"))  # fmt: skip
-    # Per search, the whole search compiles again, so its warm-up is held; kept, it finds the programs done.
-    assert fresh.whole_command_s - kept.whole_command_s == pytest.approx(20.0)
-    assert kept.makespan_s == fresh.makespan_s  # the warm-up is outside the makespan
-    assert "compile warm-up (20.0 s) left out: the whole search finds its programs" in pilot.lines(kept)[0]
-    assert "warm-up" not in pilot.lines(fresh)[0].split("one-off parts held")[1]
+def test_the_pairs_compile_warm_up_is_left_out_of_the_whole_command_and_the_makespan_never_held_it():
+    # The pilot pair's warm-up compiled every program for 20 s before its timed searches, outside the makespan; a
+    # warm-up runs only under the persistent cache, and the whole pair's finds the programs there.
+    plain = pilot.project(recorded("cpu", PROGRAMS, WHOLE), 0.8, spread.floor("cpu"))
+    warmed = recorded("cpu", PROGRAMS, WHOLE, extra=({schema.COMPILE_CACHE: "persistent"}, {"compile_warmup_s": 20.0}))
+    kept = pilot.project(warmed, 0.8, spread.floor("cpu"))
+    assert kept.whole_command_s == pytest.approx(plain.whole_command_s)  # the 20 s are not projected again
+    assert kept.makespan_s == plain.makespan_s  # and were never inside the makespan
+    assert kept.warmup_left_out_s == 20.0
+    assert "the pair's compile warm-up (20.0 s) left out: the whole pair finds its programs" in pilot.lines(kept)[0]
+    assert "warm-up" not in pilot.lines(plain)[0].split("one-off parts held")[1]
+    # A warm-up that found every program ready took next to nothing: nothing to leave out, nothing said.
+    found = recorded("cpu", PROGRAMS, WHOLE, extra=({schema.COMPILE_CACHE: "persistent"}, {"compile_warmup_s": 0.01}))
+    assert "warm-up" not in pilot.lines(pilot.project(found, 0.8, spread.floor("cpu")))[0].split("held")[1]
+
+
+def test_a_pilot_on_an_empty_persistent_cache_says_its_makespan_leans_high():
+    tags = {schema.COMPILE_CACHE: "persistent", schema.COMPILE_CACHE_STATE: "empty"}
+    cold = pilot.project(recorded("cpu", PROGRAMS, WHOLE, extra=(tags, {})), 0.8, spread.floor("cpu"))
+    assert "started on an empty compile cache" in pilot.lines(cold)[0] and "leans high" in pilot.lines(cold)[0]
+    tags[schema.COMPILE_CACHE_STATE] = "63 entries, 1.3 MB"
+    warm = pilot.project(recorded("cpu", PROGRAMS, WHOLE, extra=(tags, {})), 0.8, spread.floor("cpu"))
+    assert "empty compile cache" not in pilot.lines(warm)[0]
 
 
 def test_the_size_asked_keeps_the_programs_mix():
@@ -160,6 +171,15 @@ def test_a_pilot_about_as_long_as_the_whole_pair_says_it_saves_little():
     assert took >= 0.5 * whole
     said = f"that took {took:.0f} s, {took / whole:.0%} of the whole pair's projected {whole:.0f} s: at this size"
     assert f"{said} the pilot saves little" in pilot.verdict(*found)
+    # Like for like: the pilot's command holds the pair's compile warm-up (10 s), and a whole pair run instead of
+    # the pilot would pay it too, so the share counts it on both sides.
+    warmed = recorded("cpu", PROGRAMS, tiny, run="c", extra=({schema.COMPILE_CACHE: "persistent"},
+                                                              {"compile_warmup_s": 10.0}))  # fmt: skip
+    cold = found[0]
+    found = [pilot.project(warmed, search_price(warmed, PRICES), spread.floor("cpu")), found[1]]
+    assert found[0].pilot_command_s == pytest.approx(cold.pilot_command_s + 10.0)
+    assert f"that took {took + 10:.0f} s, {(took + 10) / (whole + 10):.0%} of the whole pair's projected " \
+           f"{whole + 10:.0f} s" in pilot.verdict(*found)  # fmt: skip
 
 
 def test_what_a_pilot_cannot_project_is_said():

@@ -27,12 +27,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from gridbench import account
+from gridbench import account, compile_cache
 from gridbench.comparison.projection import Interval, makespan_interval, ratio_interval
 from gridbench.comparison.spread import Spread, pilot_one_off
 from gridbench.comparison.verdict import cost_words, speed_words
 from gridbench.tracking import schema
 from gridbench.tracking.stored_searches import SearchRun
+
+PILOT_SHARE_NOTED = 0.5  # a pilot pair that took this share of its whole pair's time or more saved little
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ class PilotProjection:
     spread: Spread
     one_off_sd_s: float  # the one-off parts' standard deviation: run to run, or pilot against whole, the larger
     one_off_from: str = "run to run"  # which of the two, in words
-    warmup_left_out_s: float = 0.0  # the pilot's compile warm-up, which the whole search finds done (persistent cache)
+    warmup_left_out_s: float = 0.0  # the pair's compile warm-up, which the whole pair finds done (persistent cache)
+    cold_cache: bool = False  # the pilot started on an empty persistent cache, which the whole search finds filled
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class PilotProjection:
             "one_off_sd_s": self.one_off_sd_s,
             "one_off_from": self.one_off_from,
             "warmup_left_out_s": self.warmup_left_out_s,
+            "cold_cache": self.cold_cache,
         }
 
 
@@ -162,7 +166,7 @@ def project(
     one_off_sd, one_off_from = _one_off_sd(pilot, parts.one_off_s - outside, spread)
     sd = math.sqrt(epoch_se**2 + (spread.pace * steady) ** 2 + one_off_sd**2)
     makespan = parts.one_off_s - outside + steady
-    warmup = _warmup_left_out(pilot, parts)
+    warmup = _warmup_left_out(parts)
     return PilotProjection(
         pilot=pilot,
         whole=size,
@@ -174,14 +178,20 @@ def project(
         one_off_sd_s=one_off_sd,
         one_off_from=one_off_from,
         warmup_left_out_s=warmup,
+        cold_cache=pilot.tags.get(schema.COMPILE_CACHE) == compile_cache.PERSISTENT
+        and pilot.tags.get(schema.COMPILE_CACHE_STATE, "").startswith("empty"),
     )
 
 
-def _warmup_left_out(pilot: SearchRun, parts: account.Account) -> float:
-    """The pilot's compile warm-up, where the whole search will not pay it again: with the compile cache kept across
-    searches (persistent), the warm-up (gridbench.gridsearch.warmup) left every program in it, and the whole
-    search's warm-up finds them there. Outside the makespan, so only the whole command moves."""
-    return parts.compile_warmup_s if pilot.tags.get(schema.COMPILE_CACHE) == "persistent" else 0.0
+WARMUP_SEEN_S = 0.05  # a warm-up shorter than this compiled nothing: it found every program ready
+
+
+def _warmup_left_out(parts: account.Account) -> float:
+    """The pair's compile warm-up, which the whole pair will not pay again. A warm-up runs only where a search of
+    the pair keeps its compile cache across searches (gridbench.gridsearch.warmup), so the programs it compiled are
+    there when the whole pair's warm-up looks. It is in the first search's account, outside its makespan: only the
+    whole command moves."""
+    return parts.compile_warmup_s if parts.compile_warmup_s >= WARMUP_SEEN_S else 0.0
 
 
 def _one_off_sd(pilot: SearchRun, inside_s: float, spread: Spread) -> tuple[float, str]:
@@ -210,17 +220,15 @@ def verdict(base: PilotProjection, other: PilotProjection) -> str:
         f"verdict: the whole search ({other.whole.text()}) would take {base.makespan_s.text(' s')} on {names[0]} "
         f"and {other.makespan_s.text(' s')} on {names[1]}: {who} {speed_words(speedup)}{cost_words(cost_ratio)} "
         f"(projected from a pilot of {len(base.whole.programs)} configurations x "
-        f"{base.pilot.params.get('epochs', '?')} epochs that took {took:.0f} s{_small(took, base, other)})"
+        f"{base.pilot.params.get('epochs', '?')} epochs that took {took:.0f} s{_pilot_share_note(took, base, other)})"
     )
 
 
-SMALL_SHARE = 0.5  # a pilot that took at least this share of the whole pair's projected time saved little
-
-
-def _small(took: float, base: PilotProjection, other: PilotProjection) -> str:
-    """Said where the whole pair is hardly longer than its pilot: its fixed costs then decide both."""
-    whole = base.whole_command_s + other.whole_command_s
-    if whole <= 0 or took < SMALL_SHARE * whole:
+def _pilot_share_note(took: float, base: PilotProjection, other: PilotProjection) -> str:
+    """Said where the pilot pair took a large share of what the whole pair would take instead of it: its fixed costs
+    then decide both. Like for like: the whole pair, run in its stead, would pay the compile warm-up too."""
+    whole = base.whole_command_s + other.whole_command_s + base.warmup_left_out_s + other.warmup_left_out_s
+    if whole <= 0 or took < PILOT_SHARE_NOTED * whole:
         return ""
     return (
         f", {took / whole:.0%} of the whole pair's projected {whole:.0f} s: at this size the pilot saves little, "
@@ -245,11 +253,16 @@ def lines(projection: PilotProjection) -> list[str]:
     p = projection
     cost = f", ${p.cost:.3g}" if p.cost is not None else ""
     warmup = (
-        f"; the pilot's compile warm-up ({p.warmup_left_out_s:.1f} s) left out: the whole search finds its programs "
+        f"; the pair's compile warm-up ({p.warmup_left_out_s:.1f} s) left out: the whole pair finds its programs "
         "in the persistent compile cache"
         if p.warmup_left_out_s
         else ""
     )
+    if p.cold_cache:  # its trials' first uses compiled what the whole search's will load: not modelled
+        warmup += (
+            "; the pilot started on an empty compile cache, which the whole search finds filled: its programs' "
+            "first uses are held as compiled, so the makespan leans high"
+        )
     return [
         f"{p.pilot.label} (pilot, its own command {p.pilot_command_s:.1f} s): the whole search ({p.whole.text()}, "
         f"{p.whole.concurrency} at once) projected: makespan {p.makespan_s.text(' s')}, whole command "
