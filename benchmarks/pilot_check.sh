@@ -15,12 +15,14 @@
 # than one call (benchmarks/pilot_table.py adds the two).
 #
 # Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR STEP...   (steps: warm, or mlp cnn mlp10 cnn24 mlp15 cnn11 mlp26
-# cnn9 mlp21 cnn7 headline, or NAME-pilot, NAME-whole)
+# cnn9 mlp21 cnn7 headline, headline_cold-whole, or NAME-pilot, NAME-whole)
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); shift 2
 mkdir -p "$out/work"
 # What ran: the checkout's commit and what its working tree changed (a device's copy may carry an older .git).
-{ git rev-parse HEAD; git status --short; } >"$out/provenance.txt" 2>&1
+# The diff's hash names the working tree where the commit alone does not; lscpu, the host's CPU (machines differ).
+{ git rev-parse HEAD; git status --short; echo "diff sha256 $(git diff HEAD | sha256sum)"; lscpu; } \
+  >"$out/provenance.txt" 2>&1
 cd "$out/work"
 uri="sqlite:///$out/work/mlflow.db"
 
@@ -30,6 +32,8 @@ pair() {  # NAME EXPERIMENT [ARGS...]: one `--device both` command, as a user ty
   [[ $name == *-gpu ]] && device=gpu
   # headline: the README's pilot and pair as typed, the default (persistent) compile cache, empty at the pilot
   [[ $name == headline* ]] && cache=() && export GRIDBENCH_CACHE_DIR="$out/cache"
+  # headline_cold: the same pair on an empty cache of its own, as a user would run it without a pilot
+  [[ $name == headline_cold* ]] && export GRIDBENCH_CACHE_DIR="$out/cache-cold"
   /usr/bin/time -f "whole command %e s" python3 -m gridbench search "$experiment" --device $device \
     --data-dir "$data" --tracking-uri "$uri" "${cache[@]}" --no-log "$@" >"$out/$name.txt" 2>&1
   grep -o "parent run [0-9a-f]*" "$out/$name.txt" | awk '{print $3}' | tr '\n' ' ' >"$out/$name.ids"
@@ -61,8 +65,9 @@ cnn11=(--set train_size=5000 --grid filters=12,20 --grid batch_size=96,256 --gri
 # projected CPU halves of 609 and 635 s, over a device call's 600 s, so the grids were cut before any whole
 # search ran: mlp21, the same 32 MLP configurations (hidden units 80/224 x batch 112/320 x 4 learning rates x 2
 # dropouts), 21 epochs; cnn7, 32 CNN configurations of 2 programs (filters 18 x batch 80/224 x 4 learning rates
-# x 4 dropouts), 5,000 training samples, 7 epochs. Each CPU half takes one device call of its own
-# (NAME-whole-cpu, NAME-whole-gpu).
+# x 4 dropouts), 5,000 training samples, 7 epochs. Each whole pair ran as one command in the background across
+# two device calls (NAME-whole-cpu and NAME-whole-gpu, a split pair, is not what the pilot projects: the GPU half
+# alone pays a first half's start-up).
 mlp26=(--grid hidden_units=80,224 --grid learning_rate=0.0006,0.002,0.006,0.012 --grid dropout=0.15,0.35
        --grid batch_size=112,320 --set epochs=26)
 cnn9=(--set train_size=5000 --grid filters=14,18 --grid batch_size=80,224
@@ -73,6 +78,7 @@ cnn7=(--set train_size=5000 --set filters=18 --grid batch_size=80,224
 # The default path: `search mnist --device both --pilot`, then `search mnist --device both`, as README.md types them
 # (mnist's own grid: 8 configurations, 4 programs, 4 epochs), with the persistent compile cache the pilot fills.
 headline=()
+headline_cold=()
 warm() {  # a throwaway search in its own store, so that no measured command is the machine's first
   mkdir -p "$out/warm" && (cd "$out/warm" && /usr/bin/time -f "whole command %e s" python3 -m gridbench search mnist \
     --device both --backend jax --data-dir "$data" --tracking-uri "sqlite:///$out/warm/mlflow.db" \
