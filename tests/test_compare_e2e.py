@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import gridbench_main
 from stores import new_store
 from test_search import runs_of
 
@@ -196,29 +197,17 @@ def test_the_html_report_shows_the_headline_and_every_chart_offline_in_a_real_br
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def in_process(capsys, *args) -> tuple[int, str, str]:
-    """`gridbench ARGS` as the command line's main() runs it, in this process, whose MLflow is imported already (a
-    command's own process cost 3.2 CPU s, 2 cores): its exit code, stdout and stderr."""
-    from gridbench.cli import main
-
-    capsys.readouterr()
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path, capsys, monkeypatch):
+def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path):
     store, ids, _ = compared
     _, parents, children = runs_of(store, "digits")
     (comparison,) = [r for r in parents if r.data.tags.get("gridbench.kind") == "comparison"]
-    monkeypatch.chdir(tmp_path)
-    code, out, _ = in_process(capsys, "report", comparison.info.run_id, "--html", "c.html", "--tracking-uri", store)
-    assert code == 0 and out.strip() == f"comparison {comparison.info.run_id}: c.html"
+    logged = gridbench("report", comparison.info.run_id, "--html", "c.html", "--tracking-uri", store, cwd=tmp_path)
+    assert logged.stdout.strip() == f"comparison {comparison.info.run_id}: c.html"
     page = (tmp_path / "c.html").read_text()
     # The report.html the comparison logged: the whole commands' account, the phases, time and cost, the
     # per-configuration speedups and heatmap, and the projection's two panels.
     assert page.count("<svg") == 6 and "Where the baseline won" in page
-    assert in_process(capsys, "report", ids[0], "--tracking-uri", store)[0] == 0
+    assert gridbench_main("report", ids[0], "--tracking-uri", store, cwd=tmp_path)[0] == 0
     search_page = (tmp_path / f"gridbench-search-{ids[0][:8]}.html").read_text()
     assert 'id="chart-phases"><svg' in search_page and "Where the time goes" in search_page
     assert all(
@@ -226,8 +215,9 @@ def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path, 
         for child in children
         if child.data.tags.get("mlflow.parentRunId") == ids[0]
     )
-    code, _, err = in_process(capsys, "report", children[0].info.run_id, "--tracking-uri", store)
-    assert code == 2 and err.count("\n") == 1 and "is a trial run" in err
+    command = [sys.executable, "-m", "gridbench", "report", children[0].info.run_id, "--tracking-uri", store]
+    trial = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert trial.returncode == 2 and trial.stderr.count("\n") == 1 and "is a trial run" in trial.stderr
 
 
 def test_the_ui_stops_its_server_on_sigterm(served_ui):
@@ -285,7 +275,7 @@ def test_the_account_adds_up_to_the_command_and_a_projection_holds_when_the_larg
     assert all(abs(math.log1p(error)) <= math.log(3) for error in errors.values()), errors
 
 
-def test_a_search_ends_with_a_command_that_projects_it_and_compare_ends_with_the_verdict(small_pair, tmp_path, capsys):
+def test_a_search_ends_with_a_command_that_projects_it_and_compare_ends_with_the_verdict(small_pair, tmp_path):
     """The search's last line, pasted, projects that one search; a pair's comparison ends with its verdict."""
     directory, searches = small_pair
     store = f"sqlite:///{directory / 'mlflow.db'}"
@@ -298,7 +288,8 @@ def test_a_search_ends_with_a_command_that_projects_it_and_compare_ends_with_the
     assert pasted.returncode == 0, pasted.stderr
     last = pasted.stdout.strip().splitlines()[-1]
     assert last.startswith("verdict: this search (") and "for 4 configurations x 20 epochs (projected" in last
-    code, _, err = in_process(capsys, "compare", first, "--tracking-uri", store)
-    assert code == 2 and err.count("\n") == 1 and "or one with --project" in err
-    code, out, _ = in_process(capsys, "compare", first, second, "--tracking-uri", store, "--no-log")
+    alone = subprocess.run([sys.executable, "-m", "gridbench", "compare", first, "--tracking-uri", store],
+                           capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert alone.returncode == 2 and alone.stderr.count("\n") == 1 and "or one with --project" in alone.stderr
+    code, out, _ = gridbench_main("compare", first, second, "--tracking-uri", store, "--no-log", cwd=tmp_path)
     assert code == 0 and out.strip().splitlines()[-1].startswith("verdict: cpu (2 cores/trial) ")
