@@ -13,10 +13,16 @@ from pathlib import Path
 
 
 def gridbench_main(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
-    """`gridbench ARGS` in this process, in `cwd`: its exit code, stdout and stderr."""
+    """`gridbench ARGS` in this process, in `cwd`: its exit code, stdout and stderr. The environment is given back
+    as it was: a command sets variables for its own process (MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT), which the
+    processes later tests start would otherwise inherit."""
     from gridbench.cli import main
 
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(cwd or os.getcwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+    out, err, environ = io.StringIO(), io.StringIO(), dict(os.environ)
+    try:
+        with contextlib.chdir(cwd or os.getcwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
     return code, out.getvalue(), err.getvalue()

@@ -69,8 +69,11 @@ def compared(small_pair):
     store = f"sqlite:///{directory / 'mlflow.db'}"
     ids = [run_id for run_id, _ in searches]
     page = directory / "page.html"
-    result = gridbench("compare", *ids, "--format", "json", "--tracking-uri", store, "--html", str(page), cwd=directory)
-    return store, ids, json.loads(result.stdout)
+    code, out, err = gridbench_main(
+        "compare", *ids, "--format", "json", "--tracking-uri", store, "--html", str(page), cwd=directory
+    )
+    assert code == 0, out + err
+    return store, ids, json.loads(out)
 
 
 def test_the_whole_search_speedup_is_the_ratio_of_the_makespans_in_mlflow(compared):
@@ -237,8 +240,9 @@ def test_the_ui_stops_its_server_on_sigterm(served_ui):
 
 
 def compare_json(store: str, cwd, run_ids, *extra) -> dict:
-    result = gridbench("compare", *run_ids, "--tracking-uri", store, "--format", "json", *extra, cwd=cwd)
-    return json.loads(result.stdout)
+    code, out, err = gridbench_main("compare", *run_ids, "--tracking-uri", store, "--format", "json", *extra, cwd=cwd)
+    assert code == 0, out + err
+    return json.loads(out)
 
 
 def test_the_account_adds_up_to_the_command_and_a_projection_holds_when_the_larger_pair_runs(small_pair, tmp_path):
