@@ -117,6 +117,10 @@ def waits_to_be_killed(config, context):
     marker = directory / f"{config['hidden_units']}-{config.get('repeat', 0)}.pid"
     if marker.exists():
         return _outcome(config, context)
-    marker.write_text(str(os.getpid()))
+    # Written whole, then named *.pid: the test's killer, polling for *.pid, once read a file made but not yet
+    # written ('' in a suite run on two loaded cores), and never killed the worker.
+    written = directory / f"{marker.name}.writing"
+    written.write_text(str(os.getpid()))
+    os.replace(written, marker)
     time.sleep(60)
     return _outcome(config, context)

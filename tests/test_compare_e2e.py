@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import gridbench_main
 from stores import new_store
 from test_search import runs_of
 
@@ -68,8 +69,11 @@ def compared(small_pair):
     store = f"sqlite:///{directory / 'mlflow.db'}"
     ids = [run_id for run_id, _ in searches]
     page = directory / "page.html"
-    result = gridbench("compare", *ids, "--format", "json", "--tracking-uri", store, "--html", str(page), cwd=directory)
-    return store, ids, json.loads(result.stdout)
+    code, out, err = gridbench_main(
+        "compare", *ids, "--format", "json", "--tracking-uri", store, "--html", str(page), cwd=directory
+    )
+    assert code == 0, out + err
+    return store, ids, json.loads(out)
 
 
 def test_the_whole_search_speedup_is_the_ratio_of_the_makespans_in_mlflow(compared):
@@ -206,7 +210,7 @@ def test_report_writes_any_search_or_comparison_as_one_page(compared, tmp_path):
     # The report.html the comparison logged: the whole commands' account, the phases, time and cost, the
     # per-configuration speedups and heatmap, and the projection's two panels.
     assert page.count("<svg") == 6 and "Where the baseline won" in page
-    gridbench("report", ids[0], "--tracking-uri", store, cwd=tmp_path)
+    assert gridbench_main("report", ids[0], "--tracking-uri", store, cwd=tmp_path)[0] == 0
     search_page = (tmp_path / f"gridbench-search-{ids[0][:8]}.html").read_text()
     assert 'id="chart-phases"><svg' in search_page and "Where the time goes" in search_page
     assert all(
@@ -236,8 +240,9 @@ def test_the_ui_stops_its_server_on_sigterm(served_ui):
 
 
 def compare_json(store: str, cwd, run_ids, *extra) -> dict:
-    result = gridbench("compare", *run_ids, "--tracking-uri", store, "--format", "json", *extra, cwd=cwd)
-    return json.loads(result.stdout)
+    code, out, err = gridbench_main("compare", *run_ids, "--tracking-uri", store, "--format", "json", *extra, cwd=cwd)
+    assert code == 0, out + err
+    return json.loads(out)
 
 
 def test_the_account_adds_up_to_the_command_and_a_projection_holds_when_the_larger_pair_runs(small_pair, tmp_path):
@@ -290,5 +295,5 @@ def test_a_search_ends_with_a_command_that_projects_it_and_compare_ends_with_the
     alone = subprocess.run([sys.executable, "-m", "gridbench", "compare", first, "--tracking-uri", store],
                            capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
     assert alone.returncode == 2 and alone.stderr.count("\n") == 1 and "or one with --project" in alone.stderr
-    pair = gridbench("compare", first, second, "--tracking-uri", store, "--no-log", cwd=tmp_path)
-    assert pair.stdout.strip().splitlines()[-1].startswith("verdict: cpu (2 cores/trial) ")
+    code, out, _ = gridbench_main("compare", first, second, "--tracking-uri", store, "--no-log", cwd=tmp_path)
+    assert code == 0 and out.strip().splitlines()[-1].startswith("verdict: cpu (2 cores/trial) ")

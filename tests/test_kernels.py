@@ -154,8 +154,10 @@ def test_the_scikit_learn_baselines_are_recorded_as_searches_that_compare_pairs(
     assert {(c.data.params["alpha"], c.data.tags["C"]) for c in svc} >= {("0.001", "1000"), ("1.0", "1")}
 
     ids = [by_backend["scikit-learn svc"].info.run_id, by_backend["scikit-learn kernel_ridge"].info.run_id]
-    refused = gridbench("compare", *ids)
-    assert refused.returncode == 2 and "backend: scikit-learn svc" in refused.stderr
+    from in_process import gridbench_main
+
+    code, _, err = gridbench_main("compare", *ids, "--tracking-uri", store, cwd=tmp_path)
+    assert code == 2 and "backend: scikit-learn svc" in err
     allowed = gridbench("compare", *ids, "--allow-mismatch", "--format", "json")
     assert allowed.returncode == 0, allowed.stderr
     (pairing,) = json.loads(allowed.stdout)["pairings"]

@@ -1,13 +1,13 @@
 """Searches under real Ray Tune against a real MLflow store, read back through MlflowClient.
 
 The harness tests use fake trial runners (tests/fakes.py) so that they check Ray and
-MLflow plumbing without training; the end-to-end tests train real Keras models.
+MLflow plumbing without training; the end-to-end tests train real Keras models. The search of the real MNIST
+file is test_backends' JAX search (one search read by two tests).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -15,7 +15,6 @@ import fakes
 import pytest
 from stores import new_store
 
-import gridbench
 from gridbench.environment import usable_cores
 from gridbench.gridsearch import SearchOptions, plan_search, run_search
 from gridbench.spec import load_spec
@@ -163,25 +162,3 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
     # Workers are reused: the trials ran in at most one process per concurrent trial, not one each.
     workers = {c.data.tags["pid"] for c in children}
     assert len(workers) <= int(parent.metrics["concurrency"]) < len(children), workers
-
-
-def test_mnist_search_reads_the_real_file(tmp_path, mnist_dir, monkeypatch):
-    store = new_store(tmp_path)
-    monkeypatch.setenv("GRIDBENCH_DATA_DIR", str(mnist_dir))
-    # Through the Python API, in this test process, whose MLflow and Ray are imported already.
-    environ, handlers = dict(os.environ), {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    gridbench.search(
-        "mnist",
-        params={"epochs": 2, "hidden_units": 64, "batch_size": 512},
-        grid={"learning_rate": [0.001]},
-        tracking_uri=store,
-    )
-    # The caller's process as it was: Ray's, Tune's and MLflow's variables and the search's stop handlers gone.
-    assert dict(os.environ) == environ
-    assert {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} == handlers
-    _, parents, children = runs_of(store, "mnist")
-    assert parents[0].data.tags["data.path"] == str((mnist_dir / "mnist.npz").resolve())
-    assert len(children) == 1
-    m = children[0].data.metrics
-    assert m["test_accuracy"] > 0.85
-    assert m["samples_per_s"] == pytest.approx(60000 / m["steady_epoch_s"])

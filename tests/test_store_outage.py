@@ -83,6 +83,13 @@ def server(tmp_path):
     server.stop()
 
 
+def as_a_user_starts_it() -> dict[str, str]:
+    """This environment less what gridbench sets in a process it runs in (quiet_mlflow: MLflow's links to each run it
+    ends not printed): a test process that ran a search or a command in process holds it, and a command started from
+    there would inherit the quiet instead of setting it itself (the checks on what it prints could not fail)."""
+    return {k: v for k, v in os.environ.items() if k != "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"}
+
+
 def start_search(server: TrackingServer, tmp_path: Path, epochs: int = 2, **env) -> subprocess.Popen:
     command = [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", server.uri,
                "--cpus-per-trial", "1", "--max-concurrent", "2", "--set", f"epochs={epochs}",
@@ -93,7 +100,7 @@ def start_search(server: TrackingServer, tmp_path: Path, epochs: int = 2, **env)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "GRIDBENCH_JOURNAL_DIR": str(tmp_path / "journal"), **env},
+        env={**as_a_user_starts_it(), "GRIDBENCH_JOURNAL_DIR": str(tmp_path / "journal"), **env},
     )
 
 
@@ -183,7 +190,11 @@ def test_a_server_stopped_mid_search_holds_nothing_up_and_loses_nothing(server, 
     assert parent.data.metrics["journal_write_s"] < 1
 
     synced = subprocess.run(
-        [sys.executable, "-m", "gridbench", "sync", str(journal)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "gridbench", "sync", str(journal)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=as_a_user_starts_it(),
     )
     assert synced.returncode == 0, synced.stderr
     assert f"0 trial(s) written, {len(HIDDEN_UNITS)} already there" in synced.stdout
@@ -214,7 +225,11 @@ def test_a_server_down_for_good_gives_one_line_and_sync_writes_every_trial_once(
 
     server.start()  # the same port and backend
     synced = subprocess.run(
-        [sys.executable, "-m", "gridbench", *command[1:]], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "gridbench", *command[1:]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=as_a_user_starts_it(),
     )
     assert synced.returncode == 0, synced.stderr
     assert "the search's totals written" in synced.stdout

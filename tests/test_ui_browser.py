@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import gridbench_main
 from stores import new_store
 from test_compare_e2e import ARTIFACTS, CHROMIUM_FLAGS, chromium
 
@@ -154,8 +155,8 @@ def test_compare_prints_the_compare_view_of_the_searches_and_no_log_logs_nothing
     assert "compare-runs?runs=%5B%22" in page and "Where the baseline won" in page
     client = MlflowClient(store)
     before = len(client.search_runs(["1"], filter_string="tags.`gridbench.kind` = 'comparison'"))
-    quiet = gridbench("compare", *ids, "--tracking-uri", store, "--no-log", cwd=directory)
-    assert quiet.returncode == 0 and "comparison not logged (--no-log)" in quiet.stdout
+    code, out, _ = gridbench_main("compare", *ids, "--tracking-uri", store, "--no-log", cwd=directory)
+    assert code == 0 and "comparison not logged (--no-log)" in out
     assert len(client.search_runs(["1"], filter_string="tags.`gridbench.kind` = 'comparison'")) == before == 1
 
 
@@ -254,8 +255,8 @@ def test_the_reports_charts_as_rendered_one_colour_per_part_legends_clear_plain_
     assert sum("break-even" in item for item in items) >= 1
 
     # A search's page: its whole command's account, above its trials' phases, in the same colours.
-    made = gridbench("report", ids[0], "--tracking-uri", store, "--html", "search.html", cwd=directory)
-    assert made.returncode == 0, made.stderr
+    code, _, err = gridbench_main("report", ids[0], "--tracking-uri", store, "--html", "search.html", cwd=directory)
+    assert code == 0, err
     search = directory / "search.html"
     charts = rendered_charts(browser, search, tmp_path / "chromium")
     assert [c["chart"] for c in charts] == ["chart-account", "chart-phases"]

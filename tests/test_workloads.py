@@ -56,15 +56,37 @@ def test_the_estimator_runs_under_gridsearchcv():
     assert 0.3 < search.score(data.x_test, data.y_test) <= 1.0
 
 
-@pytest.mark.slow
-def test_the_compiled_loop_trains_the_same_keras_model_as_fit():
-    """Same model, optimizer and data; only the loop differs, so accuracy must land alike."""
-    pytest.importorskip("jax")
+# Three programs on JAX's CPU, each of whose trials run in one process as in one Ray worker, run in one process
+# together (tests/programs/one_worker.py): Keras and JAX are imported once, not three times.
+ONE_JAX_WORKER = (
+    ["fit_and_compiled_loops.py"],
+    ["reused_programs.py", "mlp,cnn", "b,a,b", "cpu"],
+    ["retraced_fit_programs.py", "jax"],  # last: it patches Keras' train_step and clears the kept programs
+)
 
-    env = {**__import__("os").environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    out = run_python(str(PROGRAMS / "fit_and_compiled_loops.py"), capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
-    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()}
+
+@pytest.fixture(scope="module")
+def jax_worker() -> dict[str, list[str]]:
+    """What each program of ONE_JAX_WORKER printed, by program, from one process on JAX's CPU."""
+    pytest.importorskip("jax")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    words = [word for run in ONE_JAX_WORKER for word in ("--", *run)][1:]
+    out = run_python(str(PROGRAMS / "one_worker.py"), *words, capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    printed: dict[str, list[str]] = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("== "):
+            lines = printed.setdefault(line[3:], [])
+        elif printed:
+            lines.append(line)
+    assert sorted(printed) == sorted(run[0] for run in ONE_JAX_WORKER)
+    return printed
+
+
+@pytest.mark.slow
+def test_the_compiled_loop_trains_the_same_keras_model_as_fit(jax_worker):
+    """Same model, optimizer and data; only the loop differs, so accuracy must land alike."""
+    rows = {line.split()[0]: line.split() for line in jax_worker["fit_and_compiled_loops.py"]}
     fit, compiled = rows["fit"], rows["compiled"]
     assert fit[1:4] == ["cpu:0", "fit", "1347"] and compiled[1:4] == ["cpu:0", "compiled", "1344"]  # 42 full batches
     assert fit[4] == compiled[4] == "4"
@@ -74,23 +96,26 @@ def test_the_compiled_loop_trains_the_same_keras_model_as_fit():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
-def test_a_reused_program_trains_exactly_as_a_fresh_one(kept_environ, device):
+def test_a_reused_program_trains_exactly_as_a_fresh_one(kept_environ, device, request):
     """Two trials of one program in one worker: the second compiles nothing and learns exactly what it would alone."""
     pytest.importorskip("jax")
     import json
 
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
-    # On a GPU, XLA's reductions may use atomics, so two runs of one executable differ in rounding
-    # (0.9% in loss after 3 epochs, measured on an H100) unless it is told to be deterministic.
-    gpu = {"CUDA_VISIBLE_DEVICES": "0", "XLA_FLAGS": "--xla_gpu_deterministic_ops=true"}
-    env.update({"JAX_PLATFORMS": "cpu"} if device == "cpu" else gpu)
     # One worker (one process, as a Ray worker trains trial after trial), each model in turn: b compiles its
-    # program, a and then b again find it compiled.
-    out = run_python(
-        str(PROGRAMS / "reused_programs.py"), "mlp,cnn", "b,a,b", device, capture_output=True, text=True, env=env
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+    # program, a and then b again find it compiled. On the CPU, in the process ONE_JAX_WORKER shares.
+    if device == "cpu":
+        lines = request.getfixturevalue("jax_worker")["reused_programs.py"]
+    else:
+        # On a GPU, XLA's reductions may use atomics, so two runs of one executable differ in rounding
+        # (0.9% in loss after 3 epochs, measured on an H100) unless it is told to be deterministic.
+        env = {**os.environ, "KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": "0"}
+        env["XLA_FLAGS"] = "--xla_gpu_deterministic_ops=true"
+        out = run_python(
+            str(PROGRAMS / "reused_programs.py"), "mlp,cnn", "b,a,b", device, capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        lines = out.stdout.splitlines()
+    printed = [json.loads(line) for line in lines if line.startswith("[")]
     for name in ("mlp", "cnn"):
         fresh, other, reused = [row[1:] for row in printed if row[0] == name]
         assert fresh[1:3] == ["FINISHED", "no"] and fresh[3] > 0.05
@@ -134,17 +159,21 @@ def test_a_program_from_an_earlier_searchs_cache_is_said_so_and_trains_exactly_a
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
-def test_a_reused_fit_program_is_not_retraced_and_trains_exactly_as_a_fresh_one(kept_environ, backend):
+def test_a_reused_fit_program_is_not_retraced_and_trains_exactly_as_a_fresh_one(kept_environ, backend, request):
     """Keras fit in one worker: a second trial of a program trains the kept model without tracing its step again."""
     pytest.importorskip(backend)
     import json
 
-    env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"}
-    out = run_python(
-        str(PROGRAMS / "retraced_fit_programs.py"), backend, capture_output=True, text=True, env=env, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+    if backend == "jax":  # in the process ONE_JAX_WORKER shares
+        lines = request.getfixturevalue("jax_worker")["retraced_fit_programs.py"]
+    else:
+        env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"}
+        out = run_python(
+            str(PROGRAMS / "retraced_fit_programs.py"), backend, capture_output=True, text=True, env=env, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        lines = out.stdout.splitlines()
+    printed = [json.loads(line) for line in lines if line.startswith("[")]
     rows = {tuple(row[:2]): row for row in printed}
     for name in ("mlp", "cnn"):
         first, reused, fresh = rows[(name, "a")], rows[(name, "b")], rows[(name, "fresh b")]

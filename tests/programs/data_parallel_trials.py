@@ -14,7 +14,9 @@ def train() -> dict:
     for name in ("mlp", "cnn"):
         params = {hp.name: hp.default for hp in WORKLOADS[name].hyperparameters}
         params.update(epochs=4, batch_size=32, hidden_units=64, learning_rate=0.003, train_loop="compiled")
-        params.update(optimizer="adam")
+        # The CNN at 16 filters and 32 dense units (Keras' 32 and 128: 1.9 and 2.5 CPU s more): 0.93 accuracy on
+        # one device and on two (0.96 at Keras' sizes), above the 0.85 test_scale asks.
+        params.update(optimizer="adam", filters=16, dense_units=32)
         context = TrialContext(name, params, find.locate("digits"), "cpu", "jax", cpus=2, seed=0)
         out = run_trial({}, context).to_dict()
         tags, metrics = out["tags"], out["metrics"]
