@@ -93,3 +93,34 @@ def test_the_command_line_turns_the_collector_back_on_before_a_command_other_tha
         """,
         tmp_path,
     )
+
+
+def test_a_command_line_search_turns_the_collector_back_on_once_its_parent_run_has_started(tmp_path):
+    # The driver's pause ends where the search's parent run starts (search_runner's start): were that call lost,
+    # a command-line search would run to its end without cyclic collection. Ray's start and the store are
+    # stubbed: what is checked is the collector around the parent run's start, in a process of its own.
+    _run(
+        """
+        import gc, types
+        import ray
+        from gridbench import collector
+        from gridbench.gridsearch import search_runner
+        started = []
+        class Recorder:
+            def start(self, **run):
+                started.append(gc.isenabled())  # still paused while the parent run starts
+        search_runner.start_search = lambda plan, open_recorder, session: (Recorder(), 0.0, {"CPU": 2.0})
+        search_runner.search_tags = search_runner.search_params = search_runner.placement_params = lambda *a: {}
+        search_runner.search_run_name = lambda plan, resources: "run"
+        search_runner.driver_tags = lambda: {}
+        search_runner.environment = types.SimpleNamespace(collect=lambda: {})
+        ray.nodes = lambda: []
+        plan = types.SimpleNamespace(concurrency_on=lambda cpus, gpus: 1, spec=types.SimpleNamespace(to_dict=dict))
+        collector.pause_for_startup()  # as cli.run does
+        search_runner._start_parent(plan, None, None, {}, None)
+        assert started == [False], started
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        print("ok")
+        """,
+        tmp_path,
+    )
