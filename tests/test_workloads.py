@@ -181,11 +181,9 @@ def test_a_reused_fit_program_is_not_retraced_and_trains_exactly_as_a_fresh_one(
         # Not retraced; and fit has no compile phase, so no compile_s is claimed for it.
         assert reused[2:6] == ["FINISHED", "yes", 0, False], (name, reused)
         assert not first[5] and not fresh[5]
-        # The saving shows in the warm-up epoch on JAX, where it is the whole trace and compile (about 100x on the
-        # developer machine). On TensorFlow it is about 2x alone, and a clean clone at 72c687b saw 1.14x on CI's
-        # busy cores: there the count of traces above is the check, not a clock.
-        if backend == "jax":
-            assert reused[6] < fresh[6] / 10, (name, reused[6], fresh[6])
+        # The count of traces above is the check, not a clock: the warm-up epoch's saving (about 100x on JAX on the
+        # developer machine, 2x on TensorFlow) fell to 1.14x on TensorFlow on a clean clone at 72c687b, and to 1.5x
+        # on JAX on one at 0e40eb5 (1.33 against 2.06 s), on CI's busy cores. Timings belong in benchmarks.
         # Same initial state, optimizer state, seeds and shuffles through the same step: the same numbers, bit for bit.
         assert reused[7:] == fresh[7:], name
         assert reused[7:] != first[7:]  # and b did not merely repeat a
