@@ -7,6 +7,7 @@ found through the search's own process tree and ended by PID, never by name.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -249,6 +250,41 @@ def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
         for process in (shell, stranger):
             process.kill()
         sleeper.kill()
+        shutil.rmtree(directory.path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("raylet_first", [True, False])
+def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_runs(tmp_path, capfd, raylet_first):
+    """A raylet that ends while its driver still runs (no word in its log: killed, or its last lines held back by
+    a busy machine) means Ray's node died: the watchdog says so in one line. A raylet that outlives its driver is
+    ended with it, silently (a driver killed outright)."""
+    from gridbench.gridsearch.lifecycle import SearchDirectory, Watchdog
+
+    directory = SearchDirectory(keep=False)
+    (directory.path / "ray").mkdir()
+    raylet = subprocess.Popen(["sleep", "60"])
+    watchdog = Watchdog(directory)  # this test's process is its driver
+    try:
+        started = psutil.Process(raylet.pid).create_time()
+        watchdog.guard({raylet.pid: started})  # as the driver guards every Ray process
+        watchdog.guard_raylet(raylet.pid, started)
+        search = {"journal": str(tmp_path / "no-journal.jsonl"), "tracking_uri": str(tmp_path / "mlruns"),
+                  "parent_run_id": "abc", "resume": "gridbench search digits --resume abc", "trials_total": 2,
+                  "ray_dir": str(directory.path / "ray")}  # fmt: skip
+        watchdog._write(f"search {json.dumps(search)}\n")
+        if raylet_first:
+            raylet.kill()
+            raylet.wait()
+            time.sleep(1.0)  # four of the watcher's polls
+        watchdog._process.stdin.close()  # the driver's end, as the kernel closes the pipe
+        assert watchdog._process.wait(timeout=60) == 0
+        said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("gridbench:")]
+        if raylet_first:
+            assert len(said) == 1 and said[0].startswith("gridbench: stopped: the search's Ray node died (its raylet")
+        else:
+            assert said == [] and raylet.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        raylet.kill()
         shutil.rmtree(directory.path, ignore_errors=True)
 
 

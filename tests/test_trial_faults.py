@@ -290,7 +290,10 @@ def test_a_node_that_dies_ends_the_search_as_a_stop_does(tmp_path):
     said = [line for line in err.splitlines() if line.startswith("gridbench:")]
     (parent,), children = runs(store)
     assert len(said) == 1, err
-    assert said[0].startswith("gridbench: stopped: the search's Ray node died (dashboard_agent failed")
+    # Why, as the raylet's log says; a raylet whose last lines a busy machine held back says nothing, and the
+    # watchdog knows the death by the order instead: the raylet ended while the driver still ran.
+    assert said[0].startswith(("gridbench: stopped: the search's Ray node died (dashboard_agent failed",
+                               "gridbench: stopped: the search's Ray node died (its raylet ended)"))  # fmt: skip
     assert f"search {parent.info.run_id} KILLED with " in said[0] and f"--resume {parent.info.run_id} " in said[0]
     assert parent.info.status == "KILLED" and "Ray node died" in parent.data.tags[schema.ERROR]
     finished = [c for c in children if c.info.status == "FINISHED"]

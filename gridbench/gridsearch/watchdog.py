@@ -18,10 +18,12 @@ a grace period. Never by name. Then it removes the search's directory unless tol
 tree is psutil's reading, as the driver's own (gridbench.gridsearch.lifecycle.OwnProcesses).
 
 A driver that Ray itself ended because the search's node died (its raylet's shutdown was triggered, as when its
-agent is killed: the raylet fate-shares with it, and the driver's core worker exits at once when its object
-store goes) gets
-the end a stop would have had: `python -m gridbench.gridsearch.node_death JSON` writes the journal's trials to
-the store, marks the parent KILLED and prints the one line, on the driver's stderr, before the directory goes.
+agent is killed: the raylet fate-shares with it; the driver's core worker exits when its object store goes, at
+once or after trying for a while to recover its lost objects) gets the end a stop would have had. The watchdog
+knows it from the raylet's log, which says that its shutdown began, or from the order of the deaths: the raylet
+ended while the driver still ran (RayletWatcher). `python -m gridbench.gridsearch.node_death JSON` then writes
+the journal's trials to the store, marks the parent KILLED and prints the one line, on the driver's stderr,
+before the directory goes.
 
     python watchdog.py DIRECTORY keep|remove
 """
@@ -94,7 +96,7 @@ def end(processes: dict[int, float], grace_s: float = GRACE_S) -> None:
 def main(argv: list[str]) -> int:
     directory, keep = argv[1], argv[2] == "keep"
     noted: dict[int, float] = {}
-    raylet, search = None, None
+    raylet, search, watcher = None, None, None
     for line in sys.stdin:  # until the driver says `leave`, or dies (end of input)
         words = line.split()
         if words == ["leave"]:
@@ -103,15 +105,49 @@ def main(argv: list[str]) -> int:
             search = line[len("search") :].strip()
         elif len(words) == 3 and words[0] == "raylet":
             raylet = (int(words[1]), float(words[2]))
+            watcher = RayletWatcher(raylet, os.getppid())
         elif len(words) == 2:
             noted[int(words[0])] = float(words[1])
-    node_died = _node_died(raylet, directory)  # before the end below ends the raylet too
+    # Before the end below ends the raylet too.
+    node_died = (watcher is not None and watcher.died_first.is_set()) or _node_died(raylet, directory)
     end(noted)
     if node_died and search:
         _end_search(search)
     if not keep:
         shutil.rmtree(directory, ignore_errors=True)
     return 0
+
+
+class RayletWatcher:
+    """Whether the search's raylet ended while its driver still ran: then Ray's node died under the driver.
+
+    The raylet's log says so too, as its shutdown begins, but a raylet that dies otherwise, or whose last lines
+    a busy machine holds back, says nothing; and the driver's core worker may then live on for a minute or more,
+    trying to recover its lost objects. The order tells instead: a driver killed outright dies first, and its
+    raylet after it (Ray's fate-sharing).
+    """
+
+    POLL_S = 0.25
+
+    def __init__(self, raylet: tuple[int, float], driver_pid: int):
+        import threading
+
+        self.raylet, self.driver_pid = raylet, driver_pid
+        self.died_first = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name="raylet-watcher").start()
+
+    def _watch(self) -> None:
+        while _alive(*self.raylet):
+            time.sleep(self.POLL_S)
+        if _driver_running(self.driver_pid):  # read after the raylet's end: the driver outlived it
+            self.died_first.set()
+
+
+def _driver_running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE and os.getppid() == pid
+    except psutil.Error:
+        return False
 
 
 def _node_died(raylet: tuple[int, float] | None, directory: str, wait_s: float = NODE_DEATH_WAIT_S) -> bool:
@@ -121,7 +157,7 @@ def _node_died(raylet: tuple[int, float] | None, directory: str, wait_s: float =
     says the shutdown was triggered, and why. Whether the raylet is still alive cannot tell: the processes a
     local Ray starts die with the driver (Ray's fate-sharing, SIGKILL from the kernel), and a driver killed
     outright takes its raylet along without a word in its log. A raylet killed outright (SIGKILL) writes
-    nothing either: that search reads as a driver killed outright (the next command marks it KILLED).
+    nothing either: RayletWatcher tells that one by the order of the deaths, if the driver outlived it.
     """
     if raylet is None:
         return False
