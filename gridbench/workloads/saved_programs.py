@@ -44,7 +44,6 @@ import platform
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -219,7 +218,10 @@ def load(path: str, name: str, arguments: dict[str, tuple], device, ahead: bool 
     try:
         with open(path, "rb") as file:
             payload = _payload(file.read(), name)
-        executables = _load_executables(payload, device)
+        executables = {
+            part: serialize_executable.deserialize_and_load(*payload[part], device.client, [device])
+            for part in EXECUTABLES
+        }
         for part, compiled in executables.items():
             mismatch = _mismatch(compiled, arguments[part])
             if mismatch:
@@ -237,16 +239,6 @@ def load(path: str, name: str, arguments: dict[str, tuple], device, ahead: bool 
     seconds = time.perf_counter() - start
     compile_cache.add_phase("executable_read_s", seconds)
     return Program(executables["train_epoch"], executables["correct"], seconds, ahead, cached=True)
-
-
-def _load_executables(payload: dict, device) -> dict:
-    """Each of EXECUTABLES loaded onto `device`, side by side (docs/results/around-training.md measures it)."""
-
-    def one(part: str):
-        return serialize_executable.deserialize_and_load(*payload[part], device.client, [device])
-
-    with ThreadPoolExecutor(len(EXECUTABLES), thread_name_prefix="gridbench-program-load") as pool:
-        return dict(zip(EXECUTABLES, pool.map(one, EXECUTABLES)))
 
 
 def _payload(blob: bytes, name: str) -> dict:
