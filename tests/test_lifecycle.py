@@ -7,7 +7,6 @@ found through the search's own process tree and ended by PID, never by name.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -253,11 +252,14 @@ def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
         shutil.rmtree(directory.path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("raylet_first", [True, False])
-def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_runs(tmp_path, capfd, raylet_first):
+@pytest.mark.parametrize(
+    "order", ["raylet ends first", "raylet ends after the driver said ending", "driver dies first"]
+)
+def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_runs(tmp_path, capfd, order):
     """A raylet that ends while its driver still runs (no word in its log: killed, or its last lines held back by
-    a busy machine) means Ray's node died: the watchdog says so in one line. A raylet that outlives its driver is
-    ended with it, silently (a driver killed outright)."""
+    a busy machine) means Ray's node died: the watchdog says so in one line. Not once the driver has said that it
+    shuts Ray down itself, and not for a raylet that outlives its driver (a driver killed outright): that one
+    is ended with it, silently."""
     from gridbench.gridsearch.lifecycle import SearchDirectory, Watchdog
 
     directory = SearchDirectory(keep=False)
@@ -268,21 +270,24 @@ def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_r
         started = psutil.Process(raylet.pid).create_time()
         watchdog.guard({raylet.pid: started})  # as the driver guards every Ray process
         watchdog.guard_raylet(raylet.pid, started)
-        search = {"journal": str(tmp_path / "no-journal.jsonl"), "tracking_uri": str(tmp_path / "mlruns"),
-                  "parent_run_id": "abc", "resume": "gridbench search digits --resume abc", "trials_total": 2,
-                  "ray_dir": str(directory.path / "ray")}  # fmt: skip
-        watchdog._write(f"search {json.dumps(search)}\n")
-        if raylet_first:
+        watchdog.describe_search({"journal": str(tmp_path / "no-journal.jsonl"), "tracking_uri": str(tmp_path / "s"),
+                                  "parent_run_id": "abc", "resume": "gridbench search digits --resume abc",
+                                  "trials_total": 2, "ray_dir": str(directory.path / "ray")})  # fmt: skip
+        if order == "raylet ends after the driver said ending":
+            watchdog.ending()
+        if order != "driver dies first":
             raylet.kill()
             raylet.wait()
             time.sleep(1.0)  # four of the watcher's polls
         watchdog._process.stdin.close()  # the driver's end, as the kernel closes the pipe
         assert watchdog._process.wait(timeout=60) == 0
         said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("gridbench:")]
-        if raylet_first:
+        if order == "raylet ends first":
             assert len(said) == 1 and said[0].startswith("gridbench: stopped: the search's Ray node died (its raylet")
         else:
-            assert said == [] and raylet.wait(timeout=10) == -signal.SIGTERM
+            assert said == []
+        if order == "driver dies first":
+            assert raylet.wait(timeout=10) == -signal.SIGTERM
     finally:
         raylet.kill()
         shutil.rmtree(directory.path, ignore_errors=True)

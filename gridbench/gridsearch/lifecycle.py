@@ -301,6 +301,10 @@ class Watchdog:
         """What gridbench.gridsearch.node_death needs to end the search if its node dies (one JSON line)."""
         self._write(f"search {json.dumps(dict(search))}\n")
 
+    def ending(self) -> None:
+        """The driver shuts Ray down itself now: the raylet's end that follows is not its node's death."""
+        self._write("ending\n")
+
     def leave(self, timeout_s: float = 5.0) -> None:
         """The driver cleaned up itself: the watchdog exits, touching nothing."""
         self._write("leave\n")

@@ -218,6 +218,8 @@ class RaySession:
         if self.precompiler is not None:
             self.precompiler.stop()
         if self.processes is not None:
+            if self.watchdog is not None:
+                self.watchdog.ending()
             _stop_ray(self.processes)
         if self.directory is not None:
             self.directory.remove()

@@ -8,6 +8,7 @@ driver's process group does not reach it, and writes to its stdin, one line each
     PID START_TIME    a process to end if the driver dies (START_TIME as psutil's create_time)
     raylet PID START_TIME   the search's raylet (a local Ray's): its log tells whether Ray's node died
     search JSON       the search, once its parent run exists (gridbench.gridsearch.node_death's argument)
+    ending            the driver is shutting Ray down itself: its raylet's end from now on is no node's death
     leave             the driver ended cleanly: exit, touching nothing
 
 End of input without `leave` means the driver is gone (the kernel closes its end of
@@ -96,11 +97,12 @@ def end(processes: dict[int, float], grace_s: float = GRACE_S) -> None:
 def main(argv: list[str]) -> int:
     directory, keep = argv[1], argv[2] == "keep"
     noted: dict[int, float] = {}
-    raylet, search, watcher = None, None, None
+    raylet, search, watcher, ending = None, None, None, False
     for line in sys.stdin:  # until the driver says `leave`, or dies (end of input)
         words = line.split()
         if words == ["leave"]:
             return 0
+        ending = ending or words == ["ending"]
         if words[:1] == ["search"]:
             search = line[len("search") :].strip()
         elif len(words) == 3 and words[0] == "raylet":
@@ -109,7 +111,8 @@ def main(argv: list[str]) -> int:
         elif len(words) == 2:
             noted[int(words[0])] = float(words[1])
     # Before the end below ends the raylet too.
-    node_died = (watcher is not None and watcher.died_first.is_set()) or _node_died(raylet, directory)
+    raylet_first = watcher is not None and watcher.died_first.is_set() and not ending
+    node_died = raylet_first or _node_died(raylet, directory)
     end(noted)
     if node_died and search:
         _end_search(search)
