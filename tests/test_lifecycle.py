@@ -293,6 +293,27 @@ def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_r
         shutil.rmtree(directory.path, ignore_errors=True)
 
 
+def test_a_driver_that_goes_on_after_its_raylet_ended_is_ended_and_the_node_death_said(tmp_path):
+    """A driver whose raylet ended and which does not end by itself (Ray's core worker recovering lost objects
+    went on for minutes) is ended by the watchdog after a grace, which then says why in one line."""
+    from trainings import PROGRAMS
+
+    from gridbench.gridsearch.watchdog import DRIVER_AFTER_RAYLET_S
+
+    command = [sys.executable, str(PROGRAMS / "watched_driver.py"), str(tmp_path / "no-journal"), str(tmp_path / "s")]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        raylet_pid, directory = driver.stdout.readline().split()
+        os.kill(int(raylet_pid), signal.SIGKILL)
+        out, err = driver.communicate(timeout=DRIVER_AFTER_RAYLET_S + 60)  # stderr ends with the watchdog
+        assert driver.returncode == -signal.SIGKILL
+        said = [line for line in err.splitlines() if line.startswith("gridbench:")]
+        assert len(said) == 1 and said[0].startswith("gridbench: stopped: the search's Ray node died (its raylet"), err
+        assert not Path(directory).exists()
+    finally:
+        driver.kill()
+
+
 def test_the_store_opens_early_once_and_only_for_a_local_ray(store):
     from gridbench.gridsearch.ray_session import RaySession
     from gridbench.tracking.journaled import JournaledRecorder

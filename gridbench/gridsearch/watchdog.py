@@ -22,7 +22,8 @@ A driver that Ray itself ended because the search's node died (its raylet's shut
 agent is killed: the raylet fate-shares with it; the driver's core worker exits when its object store goes, at
 once or after trying for a while to recover its lost objects) gets the end a stop would have had. The watchdog
 knows it from the raylet's log, which says that its shutdown began, or from the order of the deaths: the raylet
-ended while the driver still ran (RayletWatcher). `python -m gridbench.gridsearch.node_death JSON` then writes
+ended while the driver still ran (RayletWatcher, which ends a driver that goes on for long after its raylet).
+`python -m gridbench.gridsearch.node_death JSON` then writes
 the journal's trials to the store, marks the parent KILLED and prints the one line, on the driver's stderr,
 before the directory goes.
 
@@ -42,6 +43,9 @@ import psutil
 
 GRACE_S = 3.0
 NODE_DEATH_WAIT_S = 1.0  # how long a raylet may take to show that it is ending after the driver died
+# How long a driver whose raylet has ended may go on before the watchdog ends it: Ray's core worker exits by
+# itself when its object store goes, but one that tries to recover its lost objects first went on for minutes.
+DRIVER_AFTER_RAYLET_S = 10.0
 
 
 def _process(pid: int, started: float):
@@ -102,7 +106,10 @@ def main(argv: list[str]) -> int:
         words = line.split()
         if words == ["leave"]:
             return 0
-        ending = ending or words == ["ending"]
+        if words == ["ending"]:
+            ending = True
+            if watcher is not None:
+                watcher.ending.set()
         if words[:1] == ["search"]:
             search = line[len("search") :].strip()
         elif len(words) == 3 and words[0] == "raylet":
@@ -127,23 +134,30 @@ class RayletWatcher:
     The raylet's log says so too, as its shutdown begins, but a raylet that dies otherwise, or whose last lines
     a busy machine holds back, says nothing; and the driver's core worker may then live on for a minute or more,
     trying to recover its lost objects. The order tells instead: a driver killed outright dies first, and its
-    raylet after it (Ray's fate-sharing).
+    raylet after it (Ray's fate-sharing). A driver still running `grace_s` after its raylet, unless it said that
+    it shuts Ray down itself (`ending`), is killed: the watchdog then ends the search as a stop would.
     """
 
     POLL_S = 0.25
 
-    def __init__(self, raylet: tuple[int, float], driver_pid: int):
+    def __init__(self, raylet: tuple[int, float], driver_pid: int, grace_s: float = DRIVER_AFTER_RAYLET_S):
         import threading
 
-        self.raylet, self.driver_pid = raylet, driver_pid
-        self.died_first = threading.Event()
+        self.raylet, self.driver_pid, self.grace_s = raylet, driver_pid, grace_s
+        self.died_first, self.ending = threading.Event(), threading.Event()
         threading.Thread(target=self._watch, daemon=True, name="raylet-watcher").start()
 
     def _watch(self) -> None:
         while _alive(*self.raylet):
             time.sleep(self.POLL_S)
-        if _driver_running(self.driver_pid):  # read after the raylet's end: the driver outlived it
-            self.died_first.set()
+        if not _driver_running(self.driver_pid):  # read after the raylet's end: did the driver outlive it?
+            return
+        self.died_first.set()
+        deadline = time.monotonic() + self.grace_s
+        while _driver_running(self.driver_pid) and time.monotonic() < deadline:
+            time.sleep(self.POLL_S)
+        if _driver_running(self.driver_pid) and not self.ending.is_set():
+            os.kill(self.driver_pid, signal.SIGKILL)  # our parent, by its pid; the end of input follows
 
 
 def _driver_running(pid: int) -> bool:
