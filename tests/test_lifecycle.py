@@ -252,29 +252,38 @@ def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
         shutil.rmtree(directory.path, ignore_errors=True)
 
 
-@pytest.mark.parametrize(
-    "order", ["raylet ends first", "raylet ends after the driver said ending", "driver dies first"]
-)
-def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_runs(tmp_path, capfd, order):
+ORDERS = ("raylet ends first", "raylet ends first, nothing recorded", "raylet ends after the driver said ending",
+          "driver dies first")  # fmt: skip
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_runs(
+    tmp_path, capfd, order, monkeypatch
+):
     """A raylet that ends while its driver still runs (no word in its log: killed, or its last lines held back by
     a busy machine) means Ray's node died: the watchdog says so in one line. Not once the driver has said that it
-    shuts Ray down itself, and not for a raylet that outlives its driver (a driver killed outright): that one
-    is ended with it, silently."""
+    ends Ray itself, even with the raylet's log saying its shutdown began; not for a raylet that outlives its
+    driver (a driver killed outright): that one is ended with it, silently."""
     from gridbench.gridsearch.lifecycle import SearchDirectory, Watchdog
+    from gridbench.gridsearch.watchdog import DRIVER_AFTER_RAYLET_ENV
 
+    monkeypatch.setenv(DRIVER_AFTER_RAYLET_ENV, "600")  # this test's process is the driver: never to be ended
     directory = SearchDirectory(keep=False)
-    (directory.path / "ray").mkdir()
+    logs = directory.path / "ray" / "session_1" / "logs"
+    logs.mkdir(parents=True)
     raylet = subprocess.Popen(["sleep", "60"])
-    watchdog = Watchdog(directory)  # this test's process is its driver
+    watchdog = Watchdog(directory)
     try:
         started = psutil.Process(raylet.pid).create_time()
         watchdog.guard({raylet.pid: started})  # as the driver guards every Ray process
         watchdog.guard_raylet(raylet.pid, started)
-        watchdog.describe_search({"journal": str(tmp_path / "no-journal.jsonl"), "tracking_uri": str(tmp_path / "s"),
-                                  "parent_run_id": "abc", "resume": "gridbench search digits --resume abc",
-                                  "trials_total": 2, "ray_dir": str(directory.path / "ray")})  # fmt: skip
+        if order != "raylet ends first, nothing recorded":
+            watchdog.describe_search({"journal": str(tmp_path / "no-journal"), "tracking_uri": str(tmp_path / "s"),
+                                      "parent_run_id": "abc", "resume": "gridbench search digits --resume abc",
+                                      "trials_total": 2, "ray_dir": str(directory.path / "ray")})  # fmt: skip
         if order == "raylet ends after the driver said ending":
             watchdog.ending()
+            (logs / "raylet.out").write_text("Raylet graceful shutdown triggered with death info: SIGTERM\n")
         if order != "driver dies first":
             raylet.kill()
             raylet.wait()
@@ -282,10 +291,11 @@ def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_r
         watchdog._process.stdin.close()  # the driver's end, as the kernel closes the pipe
         assert watchdog._process.wait(timeout=60) == 0
         said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("gridbench:")]
-        if order == "raylet ends first":
-            assert len(said) == 1 and said[0].startswith("gridbench: stopped: the search's Ray node died (its raylet")
-        else:
-            assert said == []
+        expected = {
+            "raylet ends first": "gridbench: stopped: the search's Ray node died (its raylet ended); ",
+            "raylet ends first, nothing recorded": "gridbench: stopped: the search's Ray node died before it recorded",
+        }.get(order)
+        assert len(said) == (expected is not None) and all(line.startswith(expected) for line in said), said
         if order == "driver dies first":
             assert raylet.wait(timeout=10) == -signal.SIGTERM
     finally:
@@ -298,14 +308,15 @@ def test_a_driver_that_goes_on_after_its_raylet_ended_is_ended_and_the_node_deat
     went on for minutes) is ended by the watchdog after a grace, which then says why in one line."""
     from trainings import PROGRAMS
 
-    from gridbench.gridsearch.watchdog import DRIVER_AFTER_RAYLET_S
+    from gridbench.gridsearch.watchdog import DRIVER_AFTER_RAYLET_ENV
 
     command = [sys.executable, str(PROGRAMS / "watched_driver.py"), str(tmp_path / "no-journal"), str(tmp_path / "s")]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, DRIVER_AFTER_RAYLET_ENV: "1"}  # the grace, shortened: what is checked is what follows it
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         raylet_pid, directory = driver.stdout.readline().split()
         os.kill(int(raylet_pid), signal.SIGKILL)
-        out, err = driver.communicate(timeout=DRIVER_AFTER_RAYLET_S + 60)  # stderr ends with the watchdog
+        out, err = driver.communicate(timeout=120)  # stderr ends with the watchdog
         assert driver.returncode == -signal.SIGKILL
         said = [line for line in err.splitlines() if line.startswith("gridbench:")]
         assert len(said) == 1 and said[0].startswith("gridbench: stopped: the search's Ray node died (its raylet"), err

@@ -271,7 +271,13 @@ class Watchdog:
 
     def __init__(self, directory: SearchDirectory):
         self._process = subprocess.Popen(
-            [sys.executable, str(self.SCRIPT), str(directory.path), "keep" if directory.keep else "remove"],
+            [
+                sys.executable,
+                str(self.SCRIPT),
+                str(directory.path),
+                "keep" if directory.keep else "remove",
+                str(os.getpid()),
+            ],  # fmt: skip
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=None,  # the driver's: where the end of a search whose node died is said (node_death)

@@ -214,12 +214,16 @@ class RaySession:
             }
         )
 
+    def ending(self) -> None:
+        """This driver ends its Ray itself from now on: the watchdog must not read the raylet's end as a death."""
+        if self.watchdog is not None:
+            self.watchdog.ending()
+
     def stop(self) -> None:
+        self.ending()  # first: what comes before Ray's shutdown may fail, and Ray's exit handler shuts it down
         if self.precompiler is not None:
             self.precompiler.stop()
         if self.processes is not None:
-            if self.watchdog is not None:
-                self.watchdog.ending()
             _stop_ray(self.processes)
         if self.directory is not None:
             self.directory.remove()
@@ -364,6 +368,7 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
             placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
             return recorder, ray_start_s, dict(ray.cluster_resources())
         except BaseException:
+            session.ending()
             ray.shutdown()
             raise
 

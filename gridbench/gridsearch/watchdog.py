@@ -27,16 +27,18 @@ ended while the driver still ran (RayletWatcher, which ends a driver that goes o
 the journal's trials to the store, marks the parent KILLED and prints the one line, on the driver's stderr,
 before the directory goes.
 
-    python watchdog.py DIRECTORY keep|remove
+    python watchdog.py DIRECTORY keep|remove [DRIVER_PID]
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import select
 import shutil
 import signal
 import sys
+import threading
 import time
 
 import psutil
@@ -46,6 +48,7 @@ NODE_DEATH_WAIT_S = 1.0  # how long a raylet may take to show that it is ending 
 # How long a driver whose raylet has ended may go on before the watchdog ends it: Ray's core worker exits by
 # itself when its object store goes, but one that tries to recover its lost objects first went on for minutes.
 DRIVER_AFTER_RAYLET_S = 10.0
+DRIVER_AFTER_RAYLET_ENV = "GRIDBENCH_DRIVER_AFTER_RAYLET_S"  # another grace (the watchdog's tests)
 
 
 def _process(pid: int, started: float):
@@ -100,29 +103,33 @@ def end(processes: dict[int, float], grace_s: float = GRACE_S) -> None:
 
 def main(argv: list[str]) -> int:
     directory, keep = argv[1], argv[2] == "keep"
+    driver = int(argv[3]) if len(argv) > 3 else os.getppid()  # read now: the driver may die before a line comes
     noted: dict[int, float] = {}
-    raylet, search, watcher, ending = None, None, None, False
+    raylet, search, watchers, ending = None, None, [], threading.Event()
     for line in sys.stdin:  # until the driver says `leave`, or dies (end of input)
         words = line.split()
         if words == ["leave"]:
             return 0
         if words == ["ending"]:
-            ending = True
-            if watcher is not None:
-                watcher.ending.set()
-        if words[:1] == ["search"]:
+            ending.set()
+        elif words[:1] == ["search"]:
             search = line[len("search") :].strip()
         elif len(words) == 3 and words[0] == "raylet":
             raylet = (int(words[1]), float(words[2]))
-            watcher = RayletWatcher(raylet, os.getppid())
+            watchers.append(RayletWatcher(raylet, driver, ending))
         elif len(words) == 2:
             noted[int(words[0])] = float(words[1])
-    # Before the end below ends the raylet too.
-    raylet_first = watcher is not None and watcher.died_first.is_set() and not ending
-    node_died = raylet_first or _node_died(raylet, directory)
+    # Before the end below ends the raylet too. A raylet that ended before the driver said it ends Ray itself
+    # died under it; once it has said so, the raylet's log saying its shutdown began is the driver's doing.
+    raylet_first = any(watcher.died_first.is_set() for watcher in watchers)
+    node_died = raylet_first or (not ending.is_set() and _node_died(raylet, directory))
     end(noted)
     if node_died and search:
         _end_search(search)
+    elif node_died:
+        print(
+            "gridbench: stopped: the search's Ray node died before it recorded anything; run it again", file=sys.stderr
+        )
     if not keep:
         shutil.rmtree(directory, ignore_errors=True)
     return 0
@@ -134,30 +141,57 @@ class RayletWatcher:
     The raylet's log says so too, as its shutdown begins, but a raylet that dies otherwise, or whose last lines
     a busy machine holds back, says nothing; and the driver's core worker may then live on for a minute or more,
     trying to recover its lost objects. The order tells instead: a driver killed outright dies first, and its
-    raylet after it (Ray's fate-sharing). A driver still running `grace_s` after its raylet, unless it said that
-    it shuts Ray down itself (`ending`), is killed: the watchdog then ends the search as a stop would.
+    raylet after it (Ray's fate-sharing). A raylet that ends after the driver said that it ends Ray itself
+    (`ending`) is the driver's doing. A driver still running `grace_s` after its raylet died under it is killed:
+    the watchdog then ends the search as a stop would.
     """
 
     POLL_S = 0.25
 
-    def __init__(self, raylet: tuple[int, float], driver_pid: int, grace_s: float = DRIVER_AFTER_RAYLET_S):
-        import threading
-
-        self.raylet, self.driver_pid, self.grace_s = raylet, driver_pid, grace_s
-        self.died_first, self.ending = threading.Event(), threading.Event()
+    def __init__(
+        self, raylet: tuple[int, float], driver_pid: int, ending: threading.Event, grace_s: float | None = None
+    ):
+        self.raylet, self.driver_pid, self.ending = raylet, driver_pid, ending
+        self.grace_s = (
+            float(os.environ.get(DRIVER_AFTER_RAYLET_ENV, DRIVER_AFTER_RAYLET_S)) if grace_s is None else grace_s
+        )
+        self.died_first = threading.Event()
         threading.Thread(target=self._watch, daemon=True, name="raylet-watcher").start()
 
     def _watch(self) -> None:
-        while _alive(*self.raylet):
-            time.sleep(self.POLL_S)
-        if not _driver_running(self.driver_pid):  # read after the raylet's end: did the driver outlive it?
+        _wait_for_exit(*self.raylet)
+        if self.ending.is_set() or not _driver_running(self.driver_pid):  # did the driver outlive its raylet?
             return
         self.died_first.set()
         deadline = time.monotonic() + self.grace_s
         while _driver_running(self.driver_pid) and time.monotonic() < deadline:
             time.sleep(self.POLL_S)
-        if _driver_running(self.driver_pid) and not self.ending.is_set():
-            os.kill(self.driver_pid, signal.SIGKILL)  # our parent, by its pid; the end of input follows
+        if _driver_running(self.driver_pid):  # its own stop, if it began one, had the grace too
+            try:
+                os.kill(self.driver_pid, signal.SIGKILL)  # our parent, by its pid; the end of input follows
+            except OSError:
+                pass
+
+
+def _wait_for_exit(pid: int, started: float) -> None:
+    """Returns once the noted process `pid` has ended (or was never the one noted).
+
+    Its identity is checked once, by start time; then a pidfd follows that very process, so that neither a
+    reused pid nor a step of the wall clock (psutil derives a start time from the boot time, which NTP moves)
+    can make it look ended.
+    """
+    if _process(pid, started) is None:
+        return
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:  # ended meanwhile; or no pidfd here (Linux < 5.3): its start time is read at each poll then
+        while _alive(pid, started):
+            time.sleep(RayletWatcher.POLL_S)
+        return
+    try:
+        select.select([handle], [], [])  # readable once the process has exited
+    finally:
+        os.close(handle)
 
 
 def _driver_running(pid: int) -> bool:
