@@ -277,7 +277,7 @@ class Watchdog:
                 str(directory.path),
                 "keep" if directory.keep else "remove",
                 str(os.getpid()),
-            ],  # fmt: skip
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=None,  # the driver's: where the end of a search whose node died is said (node_death)

@@ -176,22 +176,29 @@ class RayletWatcher:
 def _wait_for_exit(pid: int, started: float) -> None:
     """Returns once the noted process `pid` has ended (or was never the one noted).
 
-    Its identity is checked once, by start time; then a pidfd follows that very process, so that neither a
-    reused pid nor a step of the wall clock (psutil derives a start time from the boot time, which NTP moves)
-    can make it look ended.
+    A pidfd holds that very process from the start; its start time is then checked once, loosely: psutil derives
+    a start time from the boot time, which a step or a slew of the wall clock (NTP) moves by a second. So neither
+    a reused pid nor the clock can make the raylet look ended.
     """
-    if _process(pid, started) is None:
-        return
     try:
         handle = os.pidfd_open(pid)
-    except OSError:  # ended meanwhile; or no pidfd here (Linux < 5.3): its start time is read at each poll then
+    except OSError:  # ended already; or no pidfd here (Linux < 5.3): its start time is read at each poll then
         while _alive(pid, started):
             time.sleep(RayletWatcher.POLL_S)
         return
     try:
-        select.select([handle], [], [])  # readable once the process has exited
+        if _started_near(pid, started):
+            select.select([handle], [], [])  # readable once the process has exited
     finally:
         os.close(handle)
+
+
+def _started_near(pid: int, started: float, within_s: float = 2.0) -> bool:
+    try:
+        process = psutil.Process(pid)
+        return abs(process.create_time() - started) < within_s and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _driver_running(pid: int) -> bool:
