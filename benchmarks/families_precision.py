@@ -29,7 +29,8 @@ from gridbench.spec import load_spec  # noqa: E402
 
 def main(precision: str) -> None:
     data = Path(tempfile.mkdtemp(prefix="gridbench-families-"))
-    make_cifar10(data), make_imdb(data), make_text(data)
+    for make in (make_cifar10, make_imdb, make_text):
+        make(data)
     program = Path(tempfile.mkdtemp()) / "train_families.py"
     source = (ROOT / "tests/programs/train_families.py").read_text()
     program.write_text(source.replace('precision="mixed_bfloat16"', f'precision="{precision}"'))

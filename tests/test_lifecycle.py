@@ -287,7 +287,7 @@ def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_r
         if order != "driver dies first":
             raylet.kill()
             raylet.wait()
-            time.sleep(1.0)  # four of the watcher's polls
+            time.sleep(1.0)  # for the watcher to see it
         watchdog._process.stdin.close()  # the driver's end, as the kernel closes the pipe
         assert watchdog._process.wait(timeout=60) == 0
         said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("gridbench:")]

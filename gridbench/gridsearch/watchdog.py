@@ -51,11 +51,11 @@ DRIVER_AFTER_RAYLET_S = 10.0
 DRIVER_AFTER_RAYLET_ENV = "GRIDBENCH_DRIVER_AFTER_RAYLET_S"  # another grace (the watchdog's tests)
 
 
-def _process(pid: int, started: float):
+def _process(pid: int, started: float, within_s: float = 0.05):
     """The running process `pid` if it is the one noted (the same start time: a reused pid is not ours), else None."""
     try:
         process = psutil.Process(pid)
-        if abs(process.create_time() - started) < 0.05 and process.status() != psutil.STATUS_ZOMBIE:
+        if abs(process.create_time() - started) < within_s and process.status() != psutil.STATUS_ZOMBIE:
             return process
     except psutil.Error:
         pass
@@ -142,19 +142,15 @@ class RayletWatcher:
     a busy machine holds back, says nothing; and the driver's core worker may then live on for a minute or more,
     trying to recover its lost objects. The order tells instead: a driver killed outright dies first, and its
     raylet after it (Ray's fate-sharing). A raylet that ends after the driver said that it ends Ray itself
-    (`ending`) is the driver's doing. A driver still running `grace_s` after its raylet died under it is killed:
-    the watchdog then ends the search as a stop would.
+    (`ending`) is the driver's doing. A driver still running DRIVER_AFTER_RAYLET_S after its raylet died under
+    it is killed: the watchdog then ends the search as a stop would.
     """
 
     POLL_S = 0.25
 
-    def __init__(
-        self, raylet: tuple[int, float], driver_pid: int, ending: threading.Event, grace_s: float | None = None
-    ):
+    def __init__(self, raylet: tuple[int, float], driver_pid: int, ending: threading.Event):
         self.raylet, self.driver_pid, self.ending = raylet, driver_pid, ending
-        self.grace_s = (
-            float(os.environ.get(DRIVER_AFTER_RAYLET_ENV, DRIVER_AFTER_RAYLET_S)) if grace_s is None else grace_s
-        )
+        self.grace_s = float(os.environ.get(DRIVER_AFTER_RAYLET_ENV, DRIVER_AFTER_RAYLET_S))
         self.died_first = threading.Event()
         threading.Thread(target=self._watch, daemon=True, name="raylet-watcher").start()
 
@@ -187,18 +183,10 @@ def _wait_for_exit(pid: int, started: float) -> None:
             time.sleep(RayletWatcher.POLL_S)
         return
     try:
-        if _started_near(pid, started):
+        if _process(pid, started, within_s=2.0) is not None:
             select.select([handle], [], [])  # readable once the process has exited
     finally:
         os.close(handle)
-
-
-def _started_near(pid: int, started: float, within_s: float = 2.0) -> bool:
-    try:
-        process = psutil.Process(pid)
-        return abs(process.create_time() - started) < within_s and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _driver_running(pid: int) -> bool:
