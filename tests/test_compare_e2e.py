@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import os
 import re
 import shutil
@@ -239,44 +238,19 @@ def test_the_ui_stops_its_server_on_sigterm(served_ui):
     assert not alive, [p.cmdline() for p in alive]
 
 
-def compare_json(store: str, cwd, run_ids, *extra) -> dict:
-    code, out, err = gridbench_main("compare", *run_ids, "--tracking-uri", store, "--format", "json", *extra, cwd=cwd)
-    assert code == 0, out + err
-    return json.loads(out)
-
-
-def test_the_account_adds_up_to_the_command_and_a_projection_holds_when_the_larger_pair_runs(small_pair, tmp_path):
-    """The account against real searches: measured from outside, then the pair run at the projected size."""
+def test_the_account_adds_up_to_the_command_as_measured_from_outside(small_pair):
+    """The account against real searches: each search's whole command, as it recorded it and as its parts add up,
+    against this test's clock around the subprocess. (Whether a projection holds when the projected pair runs is
+    measured by benchmarks/projection_check.sh, not asserted here: on a shared runner it is a timing.)"""
     directory, small = small_pair
-    # A store of its own: the comparisons and searches this test adds stay out of the tests above.
-    shutil.copy(directory / "mlflow.db", tmp_path / "mlflow.db")
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = f"sqlite:///{directory / 'mlflow.db'}"
     for run_id, wall in small:
         recorded = read_search(store, run_id).metrics
         parts = account.Account.from_metrics(recorded)
         assert parts is not None
-        # The whole command as the search recorded it, and what its parts add up to, each against the command as
-        # measured from outside it (this test's clock around the subprocess), within 2%.
         assert recorded[schema.WHOLE_COMMAND_S] == pytest.approx(wall, rel=0.02)
         assert parts.whole_command_s == pytest.approx(wall, rel=0.02)
         assert min(parts.parts().values()) >= 0 and parts.training_s > 0 and parts.startup_s > 0
-
-    projected = compare_json(store, tmp_path, [r for r, _ in small], "--project", "epochs=6")
-    (asked,) = [row for row in projected["projection"] if row["label"] == "asked (--project)"]
-    large = [timed_search(store, tmp_path, 6, cores)[0] for cores in CORES]
-    measured = compare_json(store, tmp_path, large)
-    errors = {}
-    for index, search in enumerate(measured["searches"]):
-        predicted = asked["searches"][index]["makespan_s"]["value"]
-        errors[search["label"]] = predicted / search["makespan_s"] - 1
-    speedup = measured["pairings"][0]["speedup_as_run"]
-    errors["speedup"] = asked["speedup"]["value"] / speedup - 1
-    print("projection errors:", errors)
-    # A check of magnitude, not of the 15% the GPU validation meets (docs/results/h100-projection.md): on two cores
-    # shared with the other test worker, one search's start-up and epochs swing by seconds between runs (seen in
-    # CI: +7%, -29% and +50% on the speedup; alone: -14%, -2%, -13%; on a clean clone at 176e732, +117% on the
-    # 1-core search's makespan and -51% on the speedup). Within a factor of 3 either way.
-    assert all(abs(math.log1p(error)) <= math.log(3) for error in errors.values()), errors
 
 
 def test_a_search_ends_with_a_command_that_projects_it_and_compare_ends_with_the_verdict(small_pair, tmp_path):

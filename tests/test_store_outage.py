@@ -187,7 +187,8 @@ def test_a_server_stopped_mid_search_holds_nothing_up_and_loses_nothing(server, 
     during = [line for line in lines if line["event"] == "trial" and stopped_at + 1 < line["time"] < resumed_at]
     assert len(during) >= 2, [(line["event"], line["time"] - stopped_at) for line in lines]
     assert parent.data.metrics["store_lag_max_s"] > 5  # and the writer felt the outage
-    assert parent.data.metrics["journal_write_s"] < 1
+    # Tune's thread wrote the journal without waiting for the server: its writing took less than the outage did.
+    assert parent.data.metrics["journal_write_s"] < resumed_at - stopped_at
 
     synced = subprocess.run(
         [sys.executable, "-m", "gridbench", "sync", str(journal)],
