@@ -1,6 +1,7 @@
 """Do Tune's trial actors land in workers started, and their framework imported, before the trials were due?
 
-    python benchmarks/prestart_probe.py --mode today|prestart|prestart-hook [--runs 3] [--trials 2]
+    python benchmarks/prestart_probe.py [--modes today,prestart,prestart-hook] [--runs 3] [--trials 2] [--cpus 2]
+    PROBE_GAP_S=12 python benchmarks/prestart_probe.py ...   # seconds from Ray's start to the search (default 3)
 
 A prototype for issue 40, standalone (not gridbench's code path). One local Ray (2 CPUs), then a Tune search of
 `--trials` trials, reuse_actors on, one CPU each, whose function trainable imports Keras (KERAS_BACKEND=jax, on
@@ -139,7 +140,7 @@ def serialized_env(runtime_env: dict) -> str:
     return json.dumps(merged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def one_run(mode: str, trials: int) -> dict:
+def one_run(mode: str, trials: int, cpus: int) -> dict:
     import ray
 
     t_init = time.time()
@@ -151,7 +152,7 @@ def one_run(mode: str, trials: int) -> dict:
         runtime_env = {"worker_process_setup_hook": import_keras}
     ray.init(
         address="local",
-        num_cpus=2,
+        num_cpus=cpus,
         include_dashboard=False,
         log_to_driver=False,
         logging_level="ERROR",
@@ -161,7 +162,7 @@ def one_run(mode: str, trials: int) -> dict:
     ray_up = time.time()
     asked = None
     if mode != "today":
-        asked = prestart(trials if trials <= 2 else 2, TUNE_ACTOR_ENV)
+        asked = prestart(min(trials, cpus), TUNE_ACTOR_ENV)  # one per concurrent trial
     from ray import tune
 
     time.sleep(GAP_S)  # what a search does meanwhile (open the store, plan); the same in every mode
@@ -170,7 +171,7 @@ def one_run(mode: str, trials: int) -> dict:
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": 1}),
         param_space={"i": tune.grid_search(list(range(trials)))},
-        tune_config=tune.TuneConfig(max_concurrent_trials=2, reuse_actors=True),
+        tune_config=tune.TuneConfig(max_concurrent_trials=cpus, reuse_actors=True),
         run_config=tune.RunConfig(storage_path=f"/tmp/prestart_probe_{os.getpid()}", verbose=0),
     )
     results = tuner.fit()
@@ -207,17 +208,28 @@ def main() -> None:
     parser.add_argument("--modes", default="today,prestart,prestart-hook", help="comma-separated; runs alternate")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--trials", type=int, default=2)
+    parser.add_argument("--cpus", type=int, default=2, help="Ray's CPUs: trials at once, one CPU each")
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(one_run(args.modes, args.trials)), flush=True)
+        print("RESULT " + json.dumps(one_run(args.modes, args.trials, args.cpus)), flush=True)
         return
     modes = args.modes.split(",")
     runs: dict[str, list] = {mode: [] for mode in modes}
     for _ in range(args.runs):  # each in a fresh driver process, one at a time, the modes alternating
         for mode in modes:
             out = subprocess.run(
-                [sys.executable, __file__, "--child", "--modes", mode, "--trials", str(args.trials)],
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    "--modes",
+                    mode,
+                    "--trials",
+                    str(args.trials),
+                    "--cpus",
+                    str(args.cpus),
+                ],
                 capture_output=True,
                 text=True,
                 check=False,
