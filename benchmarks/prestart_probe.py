@@ -23,9 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = (
@@ -167,12 +169,13 @@ def one_run(mode: str, trials: int, cpus: int) -> dict:
 
     time.sleep(GAP_S)  # what a search does meanwhile (open the store, plan); the same in every mode
     before = worker_pids()
+    storage = tempfile.mkdtemp(prefix="prestart_probe_")
     submitted = time.time()
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": 1}),
         param_space={"i": tune.grid_search(list(range(trials)))},
         tune_config=tune.TuneConfig(max_concurrent_trials=cpus, reuse_actors=True),
-        run_config=tune.RunConfig(storage_path=f"/tmp/prestart_probe_{os.getpid()}", verbose=0),
+        run_config=tune.RunConfig(storage_path=storage, verbose=0),
     )
     results = tuner.fit()
     done = time.time()
@@ -192,6 +195,7 @@ def one_run(mode: str, trials: int, cpus: int) -> dict:
             }
         )
     ray.shutdown()
+    shutil.rmtree(storage, ignore_errors=True)
     return {
         "mode": mode,
         "gap_s": GAP_S,
