@@ -11,6 +11,7 @@ the CPU) and reports its pid, its process's start time, when it began, and how l
 - prestart: right after ray.init, the raylet's PrestartWorkers RPC (Ray's own, node_manager.proto) starts one idle
   worker per concurrent trial, with the runtime_env Tune gives its actors ({"env_vars": {"PL_DISABLE_FORK": "1"}}),
   and the raylet's `preload_python_modules` makes each Python worker import keras before it takes work.
+- prestart-bare: the same workers, prestarted, importing nothing ahead (keras is imported by the trial).
 - prestart-hook: the same, but the import is a `worker_process_setup_hook` in ray.init's runtime_env (which a
   Tune actor inherits); the prestarted workers are asked for the merged env, serialised as Ray's C++ merges it.
 
@@ -163,7 +164,7 @@ def one_run(mode: str, trials: int, cpus: int) -> dict:
     )
     ray_up = time.time()
     asked = None
-    if mode != "today":
+    if mode.startswith("prestart"):
         asked = prestart(min(trials, cpus), TUNE_ACTOR_ENV)  # one per concurrent trial
     from ray import tune
 
