@@ -1,4 +1,4 @@
-"""Workers for Tune's trial actors, started as soon as Ray is up (issue 40; not yet used by a search).
+"""Workers for Tune's trial actors, started as soon as a local Ray is up, their imports done ahead (issue 40).
 
 Ray gives an actor an idle worker only where the worker's runtime_env hash equals the actor's
 (the raylet's WorkerPool::WorkerFitForLease: job, language, worker type, is_gpu and is_actor_worker
@@ -7,13 +7,24 @@ actors a runtime_env of their own (ray.tune.execution.class_cache), which the dr
 merges with the job's (CoreWorker::OverrideTaskOrActorRuntimeEnvInfo). The raylet's PrestartWorkers
 RPC (node_manager.proto) starts idle workers for a given runtime_env; asked for the merged one, a
 trial actor lands in them (benchmarks/prestart_probe.py: every trial did, in 24 of 24).
+
+Each worker then imports ahead what its trials need: the job's worker_process_setup_hook
+(gridbench.trial.prestart.import_ahead, named by module path) reads this search's plan file, whose
+path the job's env_vars carry. The file is written before the workers are asked for: Ray starts
+before planning may know the backend (asking the backends about GPUs runs beside Ray's start).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+from gridbench.gridsearch import tuning
+from gridbench.trial import prestart as worker_side
+
+if TYPE_CHECKING:
+    from gridbench.gridsearch.options import SearchPlan
 
 PRESTARTED_KEEP_ALIVE_S = 3600  # the raylet kills an idle worker above its soft limit after ~1 s, unless kept
 
@@ -74,3 +85,32 @@ def prestart_workers(count: int, keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S) ->
     node = worker.node
     with init_grpc_channel(f"{node.node_ip_address}:{node.node_manager_port}") as channel:
         node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
+
+
+def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> dict[str, Any]:
+    """The job's runtime_env with the setup hook that imports ahead, and where it finds the plan's file.
+
+    A user's uploaded modules (py_modules, working_dir) stay: the prestarted workers are asked for the
+    job's env as Ray holds it once uploaded (prestart_workers).
+    """
+    env = dict(runtime_env or {})
+    env["env_vars"] = {**env.get("env_vars", {}), worker_side.PLAN_ENV: plan_file}
+    env["worker_process_setup_hook"] = worker_side.HOOK
+    return env
+
+
+def write_plan(plan: SearchPlan, plan_file: str) -> None:
+    """What the hook imports, and the environment it imports it in: the trial's (gridbench.trial.context)."""
+    modules = [tuning.__name__]  # the trainable's module, which Ray unpickles the trainable from
+    modules.append(plan.spec.workload.train.partition(":")[0])  # the workload's: Keras, on the plan's backend
+    wanted = {
+        "backend": plan.backend,
+        "device": plan.options.device,
+        "cpus": plan.cpus_per_trial,
+        "gpus_per_trial": plan.gpus_per_trial,
+        "modules": modules,
+    }
+    temporary = plan_file + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(wanted, file)
+    os.replace(temporary, plan_file)  # a worker never reads half of it
