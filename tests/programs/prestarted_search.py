@@ -49,7 +49,7 @@ real_fit, search_runner.fit = search_runner.fit, fit_after_looking
 if __name__ == "__main__":
     store, ahead = sys.argv[1], sys.argv[2] == "on"
     search = gridbench.search(
-        "digits", device="cpu", params={"epochs": 1}, grid={"hidden_units": [16, 32, 64]},
+        "digits", device="cpu", params={"epochs": 2, "learning_rate": 0.01}, grid={"hidden_units": [16, 32, 64]},
         tracking_uri=store, cpus_per_trial=1, prestart_workers=ahead,
     )  # fmt: skip
     trials = [
