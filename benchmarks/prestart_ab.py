@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="more `search` arguments, after --")
     args = parser.parse_args()
     folder = args.store or tempfile.mkdtemp(prefix="prestart_ab_")
+    os.makedirs(folder, exist_ok=True)
     store = f"sqlite:///{os.path.join(folder, 'mlflow.db')}"
     runs: list[dict] = []
     for pair in range(args.pairs):
