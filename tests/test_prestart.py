@@ -161,3 +161,23 @@ def test_a_searchs_imports_ahead_count_each_worker_once():
         "import_ahead_after_launch_s": 2.0,
     }
     assert imports_ahead(trials[3:], launched_at=110.0)["import_ahead_after_launch_s"] == 0.0
+
+
+@pytest.mark.parametrize(("device", "backend", "imported"), [("gpu", "torch", False), ("gpu", "jax", True)])
+def test_a_gpu_searchs_torch_is_left_to_the_trial(tmp_path, device, backend, imported):
+    """Keras' torch backend starts CUDA as it is imported, with every GPU visible, before Ray assigns one."""
+    from types import SimpleNamespace
+
+    from gridbench.gridsearch.prestart import write_plan
+
+    plan = SimpleNamespace(
+        backend=backend,
+        options=SimpleNamespace(device=device),
+        cpus_per_trial=4,
+        gpus_per_trial=1.0,
+        spec=SimpleNamespace(workload=SimpleNamespace(train="gridbench.workloads.keras_mlp")),
+    )
+    write_plan(plan, str(tmp_path / "plan.json"))
+    written = json.loads((tmp_path / "plan.json").read_text())
+    assert ("gridbench.workloads.keras_mlp" in written["modules"]) is imported
+    assert written["backend"] == backend and written["device"] == device
