@@ -115,8 +115,8 @@ def _add_search_command(commands) -> None:
         "--prestart-workers",
         action=argparse.BooleanOptionalAction,
         help="start a local Ray's workers, one per trial at once, as soon as Ray is up, each importing its framework "
-        "and the trial's modules before its first trial (on, the default); or start each worker with its first "
-        "trial (--no-prestart-workers). A Ray cluster (--address) always starts them with the trials",
+        "and the trial's modules before its first trial; or start each worker with its first trial "
+        "(--no-prestart-workers, the default). A Ray cluster (--address) always starts them with the trials",
     )
     _add_execution_option(search)
     _add_compare_options(search)

@@ -13,8 +13,9 @@ from gridbench.datasets import DataSource
 from gridbench.gridsearch import backends, fusion, placement
 from gridbench.spec import ExperimentSpec
 
-# --prestart-workers' default.
-PRESTART_DEFAULT = True
+# --prestart-workers' default: off. On 2 cores it did not pay: the workers can be asked for only once Ray is up, and
+# their imports ran beside the driver's own start, ending 6-11 s after Tune's start (docs/results/prestart-2core).
+PRESTART_DEFAULT = False
 
 
 @dataclass(frozen=True)
