@@ -104,6 +104,7 @@ _OPTION_NAMES = (
     "max_trials",
     "compile_cache",
     "compile_ahead",
+    "prestart_workers",
     "tracking_uri",
     "data_dir",
     "synthetic",

@@ -111,6 +111,13 @@ def _add_search_command(commands) -> None:
         "project the whole search's time and cost, with --device both the verdict",
     )
     _add_lifecycle_options(search)
+    search.add_argument(
+        "--prestart-workers",
+        action=argparse.BooleanOptionalAction,
+        help="start a local Ray's workers, one per trial at once, as soon as Ray is up, each importing its framework "
+        "and the trial's modules before its first trial; or start each worker with its first trial "
+        "(--no-prestart-workers, the default). A Ray cluster (--address) always starts them with the trials",
+    )
     _add_execution_option(search)
     _add_compare_options(search)
     search.set_defaults(handler=_search)
@@ -538,6 +545,8 @@ def _resume_arguments(args: argparse.Namespace, device: str) -> list[str]:
         arguments += ["--backend", backend]
     defaults = build_parser().parse_args(["search", "x"])
     flags = {**_RECORDED_FLAGS, **(_GPU_FLAGS if device == "gpu" else {})}
+    if args.prestart_workers is not None:  # how this search's workers started: its resumed sessions start them so
+        arguments.append("--prestart-workers" if args.prestart_workers else "--no-prestart-workers")
     for dest, flag in flags.items():
         value = getattr(args, dest)
         if value is True:
@@ -589,6 +598,8 @@ def _search_options(args: argparse.Namespace, device: str, backend: str | None):
         retries=args.retries,
         keep_ray_logs=args.keep_ray_logs,
         trial_timeout_s=args.trial_timeout,
+        # Unset: SearchOptions' default.
+        **({} if args.prestart_workers is None else {"prestart_workers": args.prestart_workers}),
         **_shared_options(args),
     )
 

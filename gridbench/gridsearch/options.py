@@ -13,6 +13,10 @@ from gridbench.datasets import DataSource
 from gridbench.gridsearch import backends, fusion, placement
 from gridbench.spec import ExperimentSpec
 
+# --prestart-workers' default: off. On 2 cores it did not pay: the workers can be asked for only once Ray is up, and
+# their imports ran beside the driver's own start, ending 6-11 s after Tune's start (docs/results/prestart-2core).
+PRESTART_DEFAULT = False
+
 
 @dataclass(frozen=True)
 class SearchOptions:
@@ -40,6 +44,8 @@ class SearchOptions:
     retries: int = 0  # runs again a trial whose worker died, up to this many times (each attempt recorded)
     keep_ray_logs: bool = False  # keep the search's directory (Ray's session and logs) instead of removing it
     trial_timeout_s: float | None = None  # stop a trial past this many seconds (FAILED, timeout); None: the spec's
+    # A local Ray's workers started, and their imports run, as soon as Ray is up (gridbench.gridsearch.prestart).
+    prestart_workers: bool = PRESTART_DEFAULT
 
 
 @dataclass(frozen=True)

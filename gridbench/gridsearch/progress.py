@@ -233,6 +233,8 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
             f"search: {parts.one_off_s:.1f} s; the trials' steady cost, which grows with a search's size: "
             f"{parts.steady_s:.1f} s."
         )
+    if s.workers_prestarted or s.workers_imported_ahead:
+        console.print(imports_ahead_line(s, result.plan.backend), highlight=False)
     console.print(
         f"The first trial started {s.time_to_first_trial_s:.1f} s after the command: the trials were launched "
         f"after {s.startup_s:.1f} s ("
@@ -274,6 +276,19 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
     if project_hint and s.account and s.trials_finished == s.trials_total:
         console.print(f"What it would take at another size (projected): {project_command(result)}", soft_wrap=True)
+
+
+def imports_ahead_line(s, backend: str) -> str:
+    """--prestart-workers: the workers started ahead and their imports, apart from the account's workers' start."""
+    after = s.import_ahead_after_launch_s
+    when = f"the last ended {after:.1f} s after Tune's start" if after > 0 else "all ended before Tune's start"
+    return (
+        f"Workers started ahead: {s.workers_prestarted} asked of Ray as soon as it was up, "
+        f"{s.workers_started_ahead} of them ran trials; {s.workers_imported_ahead} worker(s) imported their "
+        f"framework ({backend}) and the trial's modules before their first trial, {s.import_ahead_s:.1f} s in all, "
+        f"within the start-up and outside the trials' times "
+        f"({when}); the account's workers' start is what the trials still paid."
+    )
 
 
 def project_command(result: SearchResult) -> str:

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from gridbench.errors import UserError, stderr_into
-from gridbench.gridsearch import lifecycle, placement, precompile, user_check
+from gridbench.gridsearch import lifecycle, placement, precompile, prestart, user_check
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan
 from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
@@ -90,7 +90,9 @@ class RaySession:
     the backends are asked about GPUs in subprocesses, and MLflow and Ray Tune are
     imported meanwhile in a thread. Once the plan is complete, still beside Ray's start,
     `planned` starts compiling the programs ahead and, with `open_store_early`, opening
-    the store. Otherwise run_search starts Ray, and opens the store beside it. `stop`
+    the store. Otherwise run_search starts Ray, and opens the store beside it. Once Ray is up
+    and the plan complete, with --prestart-workers, `prestart` asks a local Ray for the trials'
+    workers (gridbench.gridsearch.prestart). `stop`
     shuts Ray down, ends by PID what it started, removes the search's directory and
     restores the signal handlers, also when planning fails after the start.
     """
@@ -106,6 +108,11 @@ class RaySession:
         self.open_store_early = open_store_early
         self._store: Future | None = None  # the default store, opening since the plan was complete
         self._lock = threading.Lock()  # planning's thread may start compiling ahead while this one starts Ray
+        # --prestart-workers (gridbench.gridsearch.prestart): asked of Ray once it is up and the plan complete.
+        self.workers_prestarted = 0
+        self.prestart_failure = ""  # why no worker was started ahead, where the request failed
+        self._prestart_plan: SearchPlan | None = None
+        self._prestart_state = "off"  # off, then waiting (Ray started with the hook), then asked
 
     @property
     def started(self) -> bool:
@@ -118,7 +125,7 @@ class RaySession:
             return self.directory
 
     def planned(self, plan: SearchPlan) -> None:
-        """What the complete plan lets start beside Ray's start: compiling ahead, and the store's opening.
+        """What the complete plan lets start beside Ray's start: compiling ahead, the store's opening, the workers.
 
         plan_search calls it as soon as the plan is complete, while Ray is still starting. The
         store opens early only on a local Ray: joining a cluster fails on a bad --address, which
@@ -129,6 +136,34 @@ class RaySession:
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gridbench-open-store")
             self._store = pool.submit(open_store, open_journaled_recorder, plan)
             pool.shutdown(wait=False)  # its one task goes on; run_search takes its result
+        self.prestart(plan)
+
+    def prestart(self, plan: SearchPlan | None = None) -> None:
+        """Asks a local Ray for one idle worker per trial that can run at once, once Ray is up and the plan complete.
+
+        `planned`, `start` and start_search call it; whichever finds both ready asks, once. The workers import
+        ahead in Ray's setup hook (gridbench.trial.prestart), from the plan's file written here first.
+        """
+        with self._lock:
+            self._prestart_plan = plan or self._prestart_plan
+            plan = self._prestart_plan
+            if plan is None or self._prestart_state != "waiting":
+                return
+            self._prestart_state = "asked"
+        try:
+            prestart.write_plan(plan, self._plan_file())
+            prestart.prestart_workers(plan.concurrency)
+            self.workers_prestarted = plan.concurrency
+        except Exception as err:  # noqa: BLE001 - Ray's internal RPC changed, say: each worker starts with its trial
+            self.prestart_failure = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+            print(
+                f"gridbench: could not start the workers ahead ({self.prestart_failure}); each starts with its "
+                f"first trial (--no-prestart-workers says so without trying)",
+                file=sys.stderr,
+            )
+
+    def _plan_file(self) -> str:
+        return os.path.join(self.directory.path, "prestart.json")
 
     def take_store(self) -> Future | None:
         """The default store's opening, if `planned` started it: once."""
@@ -177,6 +212,9 @@ class RaySession:
         if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
             self.processes.adopt(self.precompiler.pids)
         threading.Thread(target=_import_for_later, name="gridbench-import", daemon=True).start()
+        ahead = options.prestart_workers and not options.address  # a cluster's nodes would each need asking
+        if ahead:
+            runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
         start = time.perf_counter()
         try:
             _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
@@ -194,6 +232,10 @@ class RaySession:
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
         ray_messages_to(self.directory.messages_log)
+        if ahead:
+            with self._lock:
+                self._prestart_state = "waiting"
+            self.prestart()  # if the plan is complete already
 
     def describe_search(self, plan: SearchPlan, recorder: Recorder) -> None:
         """Tells the watchdog how to end this search if Ray's node dies and Ray ends this driver with it.
@@ -237,6 +279,7 @@ class RaySession:
             self.signals.restore()
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
         self._store = None  # opened and never taken (the command failed after planning): it wrote no run
+        self._prestart_plan, self._prestart_state, self.workers_prestarted, self.prestart_failure = None, "off", 0, ""
 
 
 _ray_messages_log: str | None = None  # where Ray's own messages to the driver go (ray_messages_to)
@@ -355,6 +398,7 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
         opening = early or pool.submit(open_store, open_recorder, plan)
         if not session.started:
             session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec))
+        session.prestart(plan)  # unless planning asked already: the workers start while the store opens
         ray_start_s = session.ray_start_s
         try:
             recorder, stale = opening.result()

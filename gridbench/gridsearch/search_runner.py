@@ -101,7 +101,7 @@ def run_search(
         makespan = time.perf_counter() - fit_started
         return summarise(
             plan, tuple(records), concurrency, makespan, ray_start_s, process_start, resume, fit_started_at,
-            precompile_report(session),
+            precompile_report(session), session.workers_prestarted,
         )  # fmt: skip
 
     try:

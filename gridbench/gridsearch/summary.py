@@ -29,6 +29,7 @@ def summarise(
     resume: ResumePoint | None = None,
     fit_started_at: float | None = None,
     precompiled: PrecompileReport | None = None,
+    workers_prestarted: int = 0,
 ) -> SearchSummary:
     """The search's totals from its trials: pure arithmetic, no Ray, no store.
 
@@ -63,7 +64,33 @@ def summarise(
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
         trials_diverged=sum(t.diverged for t in finished),
         **_precompile_fields(precompiled or PrecompileReport()),
+        workers_prestarted=workers_prestarted,
+        **imports_ahead(trials, fit_started_at),
     )
+
+
+def imports_ahead(trials: Sequence[TrialRecord], launched_at: float | None) -> dict:
+    """The trials' workers started before Tune's start (`launched_at`, Unix time), those that imported ahead
+    (gridbench.trial.prestart), their imports added up (each worker's once), and how long after Tune's start the
+    last of them ended: what the trials may have waited for."""
+    imported, seconds, ended, ahead = set(), {}, [], set()
+    for trial in trials:
+        worker = (trial.tags.get(schema.HOST, ""), trial.tags.get(schema.PID, ""))
+        if trial.tags.get(schema.WORKER_IMPORTED_AHEAD) == "true":
+            imported.add(worker)
+        if schema.WORKER_IMPORT_AHEAD_S in trial.metrics:  # the worker's first trial (a group's members: each)
+            seconds[worker] = trial.metrics[schema.WORKER_IMPORT_AHEAD_S]
+            ended.append(trial.metrics[schema.WORKER_IMPORT_AHEAD_ENDED_AT])
+        started = trial.metrics.get(schema.WORKER_PROCESS_STARTED_AT)
+        if started is not None and launched_at is not None and started < launched_at:
+            ahead.add(worker)  # Tune starts no worker before its start: this one was asked for ahead
+    after = max(ended) - launched_at if ended and launched_at is not None else 0.0
+    return {
+        "workers_started_ahead": len(ahead),
+        "workers_imported_ahead": len(imported),
+        "import_ahead_s": sum(seconds.values()),
+        "import_ahead_after_launch_s": max(0.0, after),
+    }
 
 
 def with_account(

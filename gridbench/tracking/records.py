@@ -144,6 +144,14 @@ class SearchSummary:
     precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches), within the makespan
     training_sum_s: float = 0.0  # every trial's epochs at their steady time: epochs_sum_s less the warm-ups' excess
     compile_warmup_s: float = 0.0  # the command's compile warm-up before this search (gridbench.gridsearch.warmup)
+    # --prestart-workers (gridbench.gridsearch.prestart): workers asked of Ray as soon as it was up; of the trials'
+    # workers, those started before Tune's start and those that imported ahead; the imports added up, and how long
+    # after Tune's start the last ended.
+    workers_prestarted: int = 0
+    workers_started_ahead: int = 0  # of the trials' workers, those whose process started before Tune's start
+    workers_imported_ahead: int = 0
+    import_ahead_s: float = 0.0
+    import_ahead_after_launch_s: float = 0.0
     # The whole command in parts (gridbench.account.PARTS -> seconds); empty until the search has ended.
     account: Mapping[str, float] = field(default_factory=dict)
 
@@ -200,6 +208,11 @@ class SearchSummary:
             schema.PRECOMPILE_S: self.precompile_s,
             schema.PRECOMPILE_COMPILE_S: self.precompile_compile_s,
             schema.PRECOMPILE_WAIT_S: self.precompile_wait_s,
+            schema.WORKERS_PRESTARTED: self.workers_prestarted,
+            schema.WORKERS_STARTED_AHEAD: self.workers_started_ahead,
+            schema.WORKERS_IMPORTED_AHEAD: self.workers_imported_ahead,
+            schema.IMPORT_AHEAD_S: self.import_ahead_s,
+            schema.IMPORT_AHEAD_AFTER_LAUNCH_S: self.import_ahead_after_launch_s,
         }
         values[schema.TRAINING_SUM_S] = self.training_sum_s
         if self.account:

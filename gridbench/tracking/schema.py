@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class Kind(enum.Enum):
@@ -237,6 +237,46 @@ STARTUP_S = _metric(
 COMPILE_AHEAD = _tag(
     "compile_ahead", On.SEARCH, "--compile-ahead: auto, on or off (older searches: off)", since=5, default="off"
 )
+PRESTART_WORKERS = _tag(
+    "prestart_workers",
+    On.SEARCH,
+    "--prestart-workers: on (a local Ray's workers started, and their imports run, as soon as Ray was up) or off "
+    "(each worker starts with its first trial; always on a cluster, --address)",
+    since=7,
+    default="off",
+)
+WORKERS_PRESTARTED = _metric(
+    "workers_prestarted", On.SEARCH, "idle workers asked of a local Ray as soon as it was up", since=7, default=0.0
+)
+WORKERS_STARTED_AHEAD = _metric(
+    "workers_started_ahead",
+    On.SEARCH,
+    "the trials' workers whose process started before Tune's start (the makespan's): those asked for ahead that the "
+    "trials took (known from worker.process_started_at, so only where they imported ahead)",
+    since=7,
+    default=0.0,
+)
+WORKERS_IMPORTED_AHEAD = _metric(
+    "workers_imported_ahead",
+    On.SEARCH,
+    "workers whose trials found their imports done ahead (worker.imported_ahead)",
+    since=7,
+    default=0.0,
+)
+IMPORT_AHEAD_S = _metric(
+    "import_ahead_s",
+    On.SEARCH,
+    "those workers' imports ahead added up (worker.import_ahead_s): outside the trials, within the command",
+    since=7,
+    default=0.0,
+)
+IMPORT_AHEAD_AFTER_LAUNCH_S = _metric(
+    "import_ahead_after_launch_s",
+    On.SEARCH,
+    "how long after Tune's start (the makespan's) the last worker's imports ahead ended; 0: all done before",
+    since=7,
+    default=0.0,
+)
 PRECOMPILE_PROCESSES = _metric(
     "precompile_processes", On.SEARCH, "processes that compiled the search's programs ahead", since=5, default=0.0
 )
@@ -360,6 +400,32 @@ FAILURE_KIND = _tag(
 FAILURE_MESSAGE = _tag("failure.message", On.TRIAL, "a FAILED trial's cause in one line, with what a user can do")
 
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
+# Imports ahead (--prestart-workers, gridbench.trial.prestart): in Ray's setup hook, before the worker's first trial.
+WORKER_IMPORTED_AHEAD = _tag(
+    "worker.imported_ahead",
+    On.TRIAL,
+    "true: the trial's worker imported its framework and the trial's modules in Ray's setup hook, before its first "
+    "trial (--prestart-workers); import_s is what the trial itself still imported",
+    since=7,
+    default="false",
+)
+WORKER_IMPORT_AHEAD_S = _metric(
+    "worker.import_ahead_s",
+    On.TRIAL,
+    "on the worker's first trial: its imports ahead, seconds, outside the trial's wall time (the search's "
+    "import_ahead_s adds them up)",
+)
+WORKER_IMPORT_AHEAD_STARTED_AT = _metric(
+    "worker.import_ahead_started_at", On.TRIAL, "on the worker's first trial: when its imports ahead began (Unix time)"
+)
+WORKER_IMPORT_AHEAD_ENDED_AT = _metric(
+    "worker.import_ahead_ended_at", On.TRIAL, "on the worker's first trial: when its imports ahead ended (Unix time)"
+)
+WORKER_PROCESS_STARTED_AT = _metric(
+    "worker.process_started_at",
+    On.TRIAL,
+    "on the first trial of a worker that imported ahead: when its process started (Unix time)",
+)
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")
 COMPILE_S = _metric(
     "compile_s", On.TRIAL, "tracing and compiling the trial's program, or waiting for it (about 0: reused)", since=3

@@ -92,23 +92,30 @@ def configure_process(context: TrialContext) -> None:
     GPU trial sees only the GPUs Ray assigned it (Ray sets CUDA_VISIBLE_DEVICES),
     numbered as NVML numbers them, and takes only its share of their memory.
     """
-    threads = str(context.cpus)
-    if context.backend in ("tensorflow", "jax", "torch"):
-        os.environ["KERAS_BACKEND"] = context.backend
-    os.environ.update(
-        {
-            "TF_CPP_MIN_LOG_LEVEL": "2",
-            "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads,
-            "OPENBLAS_NUM_THREADS": threads,
-            "TF_NUM_INTRAOP_THREADS": threads,
-            "TF_NUM_INTEROP_THREADS": threads,
-        }
-    )
-    if context.device == "cpu":
-        os.environ.update({"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
-        return
-    if not gpu_monitor.assigned_gpu_indices():
+    if context.device != "cpu" and not gpu_monitor.assigned_gpu_indices():
         raise DeviceMismatch("requested gpu but no GPU was assigned to this trial (CUDA_VISIBLE_DEVICES is empty)")
-    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    os.environ.update(memory_environment(context.backend, context.gpus_per_trial))
+    os.environ.update(process_environment(context.backend, context.device, context.cpus, context.gpus_per_trial))
+
+
+def process_environment(backend: str, device: str, cpus: int, gpus_per_trial: float) -> dict[str, str]:
+    """The variables configure_process sets; a worker that imports ahead sets them too (gridbench.trial.prestart).
+
+    None depends on the GPUs Ray assigns (it sets CUDA_VISIBLE_DEVICES when it hands a trial its worker).
+    """
+    threads = str(cpus)
+    environment = {
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "OPENBLAS_NUM_THREADS": threads,
+        "TF_NUM_INTRAOP_THREADS": threads,
+        "TF_NUM_INTEROP_THREADS": threads,
+    }
+    if backend in ("tensorflow", "jax", "torch"):
+        environment["KERAS_BACKEND"] = backend
+    if device == "cpu":
+        environment.update({"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
+        return environment
+    environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    environment.update(memory_environment(backend, gpus_per_trial))
+    return environment

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from gridbench import collector, compile_cache
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
-from gridbench.trial import failure, gpu_monitor, steps
+from gridbench.trial import failure, gpu_monitor, prestart, steps
 from gridbench.trial.context import FUSED_GROUP_KEY, REPEAT_KEY, TrialContext, WorkloadEntry, configure_process
 from gridbench.trial.fused import train_fused
 from gridbench.trial.outcome import TrialOutcome
@@ -49,6 +49,8 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         tags={schema.HOST: socket.gethostname(), schema.PID: str(os.getpid()), schema.DEVICE_REQUESTED: context.device},
     )
     gpus: list[int] = []
+    ahead_tags, ahead_metrics = prestart.ahead_of_trial()  # the worker's imports in Ray's setup hook, if any
+    outcome.tags.update(ahead_tags)
     try:
         configure_process(context)
         steps.start_jax_backend_early(context)
@@ -74,6 +76,8 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         outcome.tags.update({schema.FAILURE_KIND: cause.kind, schema.FAILURE_MESSAGE: cause.message})
     outcome.ended_at = time.time()
     outcome.metrics[schema.TRIAL_WALL_S] = time.perf_counter() - start
+    for recorded in outcome.group or [outcome]:  # a group's members each carry them: the search counts a worker once
+        recorded.metrics.update(ahead_metrics)
     return outcome
 
 

@@ -1,0 +1,120 @@
+"""Workers for Tune's trial actors, started as soon as a local Ray is up, their imports done ahead (issue 40).
+
+Ray gives an actor an idle worker only where the worker's runtime_env hash equals the actor's
+(the raylet's WorkerPool::WorkerFitForLease: job, language, worker type, is_gpu and is_actor_worker
+unset or equal, runtime_env hash, dynamic options; never its resources). Tune gives its trial
+actors a runtime_env of their own (ray.tune.execution.class_cache), which the driver's core worker
+merges with the job's (CoreWorker::OverrideTaskOrActorRuntimeEnvInfo). The raylet's PrestartWorkers
+RPC (node_manager.proto) starts idle workers for a given runtime_env; asked for the merged one, a
+trial actor lands in them (benchmarks/prestart_probe.py: every trial did, in 24 of 24).
+
+Each worker then imports ahead what its trials need: the job's worker_process_setup_hook
+(gridbench.trial.prestart.import_ahead, named by module path) reads this search's plan file, whose
+path the job's env_vars carry. The file is written before the workers are asked for: Ray starts
+before planning may know the backend (asking the backends about GPUs runs beside Ray's start).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, Mapping
+
+from gridbench.gridsearch import tuning
+from gridbench.trial import prestart as worker_side
+
+if TYPE_CHECKING:
+    from gridbench.gridsearch.options import SearchPlan
+
+PRESTARTED_KEEP_ALIVE_S = 3600  # the raylet kills an idle worker above its soft limit after ~1 s, unless kept
+
+
+def tune_actor_runtime_env(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The runtime_env Tune gives its trial actors, as ray.tune's _ActorClassCache.get builds it."""
+    from ray.tune.execution.class_cache import DEFAULT_ENV_VARS, ENV_VARS_TO_PROPAGATE
+
+    env_vars = dict(DEFAULT_ENV_VARS)
+    env_vars.update({name: environ[name] for name in ENV_VARS_TO_PROPAGATE if name in environ})
+    return {"env_vars": env_vars}
+
+
+def actor_serialized_env(job_serialized: str, actor_env: Mapping[str, Any]) -> str:
+    """The runtime_env string Ray hashes for an actor the driver creates with `actor_env`.
+
+    With no job runtime_env the core worker keeps the actor's own serialisation (Python's
+    RuntimeEnv.serialize); with one, it merges the two in C++ (CoreWorker::OverrideRuntimeEnv:
+    the actor's keys replace the job's, env_vars are merged) and nlohmann::json writes the
+    result: keys sorted, no spaces.
+    """
+    if job_serialized in ("", "{}"):
+        from ray.runtime_env import RuntimeEnv
+
+        return RuntimeEnv(**actor_env).serialize()
+    merged = json.loads(job_serialized)
+    for key, value in actor_env.items():
+        if key == "env_vars" and "env_vars" in merged:
+            merged["env_vars"] = {**merged["env_vars"], **value}
+        else:
+            merged[key] = value
+    return json.dumps(merged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def prestart_workers(count: int, keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S) -> None:
+    """Asks the local raylet to start `count` idle workers that Tune's trial actors will take.
+
+    The request is answered at once; the workers start, register and run the job's
+    worker_process_setup_hook while the driver goes on. A local Ray only: on a cluster
+    each node's raylet would have to be asked.
+    """
+    import ray
+    from ray._private.grpc_utils import init_grpc_channel  # Ray's own: its channel with the cluster's token
+    from ray.core.generated import common_pb2, node_manager_pb2, node_manager_pb2_grpc
+
+    worker = ray._private.worker.global_worker
+    job_env = worker.core_worker.get_job_config().runtime_env_info
+    request = node_manager_pb2.PrestartWorkersRequest(
+        language=common_pb2.PYTHON,
+        job_id=worker.current_job_id.binary(),
+        num_workers=count,
+        keep_alive_duration_secs=keep_alive_s,
+    )
+    request.runtime_env_info.serialized_runtime_env = actor_serialized_env(
+        job_env.serialized_runtime_env, tune_actor_runtime_env()
+    )
+    request.runtime_env_info.uris.CopyFrom(job_env.uris)  # the job's uploaded modules, as the merge keeps them
+    node = worker.node
+    with init_grpc_channel(f"{node.node_ip_address}:{node.node_manager_port}") as channel:
+        node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
+
+
+def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> dict[str, Any]:
+    """The job's runtime_env with the setup hook that imports ahead, and where it finds the plan's file.
+
+    A user's uploaded modules (py_modules, working_dir) stay: the prestarted workers are asked for the
+    job's env as Ray holds it once uploaded (prestart_workers).
+    """
+    env = dict(runtime_env or {})
+    env["env_vars"] = {**env.get("env_vars", {}), worker_side.PLAN_ENV: plan_file}
+    env["worker_process_setup_hook"] = worker_side.HOOK
+    return env
+
+
+def write_plan(plan: SearchPlan, plan_file: str) -> None:
+    """What the hook imports, and the environment it imports it in: the trial's (gridbench.trial.context)."""
+    modules = [tuning.__name__]  # the trainable's module, which Ray unpickles the trainable from
+    if not (plan.options.device == "gpu" and plan.backend == "torch"):
+        # The workload's: Keras on the plan's backend. Not torch's on a GPU: Keras' torch backend asks
+        # torch.cuda.is_available() as it is imported, which starts CUDA with every GPU visible, before Ray
+        # says which one the trial gets. JAX, TensorFlow and CuPy start no device on import.
+        modules.append(plan.spec.workload.train.partition(":")[0])
+    wanted = {
+        "backend": plan.backend,
+        "device": plan.options.device,
+        "cpus": plan.cpus_per_trial,
+        "gpus_per_trial": plan.gpus_per_trial,
+        "modules": modules,
+    }
+    temporary = plan_file + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(wanted, file)
+    os.replace(temporary, plan_file)  # a worker never reads half of it

@@ -1,0 +1,91 @@
+"""A worker's imports ahead of its first trial: Ray's worker_process_setup_hook, and what the trial reports of it.
+
+With --prestart-workers, the driver asks a local Ray for one idle worker per trial that can run at once as soon
+as Ray is up (gridbench.gridsearch.prestart). Each worker of the search runs `import_ahead` once it has registered
+with Ray, before it takes any task: it imports Keras on the plan's backend and the trial's modules, as the
+driver's file at $GRIDBENCH_PRESTART_PLAN names them. Nothing starts a device: Ray says which GPU a trial gets
+only when it hands the trial its worker. The worker's first trial reports when the imports ran and how long they
+took (`ahead_of_trial`); they are outside its own wall time, and the search's summary shows them apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+
+from gridbench import collector
+from gridbench.tracking import schema
+from gridbench.trial.context import process_environment
+
+PLAN_ENV = "GRIDBENCH_PRESTART_PLAN"  # in the job's runtime_env: the file naming what the trials import
+_DONE_ENV = "GRIDBENCH_IMPORTED_AHEAD"  # set in this worker by the hook: when the imports ran, and how long
+HOOK = f"{__name__}.import_ahead"  # the job's worker_process_setup_hook, by module path (Ray imports it)
+
+_reported: dict[str, str] = {}  # this worker's imports ahead, once its first trial has taken them
+
+
+def import_ahead() -> None:
+    """Imports what the plan's trials need, once per worker, before its first task; never raises.
+
+    Ray ends a worker whose setup hook raises: a failed import here is left to the trial, which meets it again
+    and reports it as its own failure.
+    """
+    started_at, start = time.time(), time.perf_counter()
+    try:
+        with open(os.environ[PLAN_ENV], encoding="utf-8") as file:
+            plan = json.load(file)
+        os.environ.update(process_environment(plan["backend"], plan["device"], plan["cpus"], plan["gpus_per_trial"]))
+    except (KeyError, OSError, ValueError, TypeError):
+        return  # no plan (the search ended first, or its directory is gone): the trial imports as usual
+    imported, failed = [], ""
+    collector.pause_for_startup()  # as a trial's worker imports its framework (gridbench.collector)
+    try:
+        for module in plan["modules"]:
+            importlib.import_module(module)
+            imported.append(module)
+    except Exception as err:  # noqa: BLE001 - the trial imports it again and names the failure
+        failed = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+    finally:
+        collector.resume_after_startup()
+    done = {
+        "started_at": started_at,
+        "ended_at": time.time(),
+        "import_s": time.perf_counter() - start,
+        "modules": imported,
+        "failed": failed,
+        "process_started_at": _process_started_at(),
+    }
+    os.environ[_DONE_ENV] = json.dumps(done)
+
+
+def ahead_of_trial() -> tuple[dict[str, str], dict[str, float]]:
+    """The tags every trial of this worker reports, and the metrics its first trial reports, of its imports ahead.
+
+    Every trial says whether its worker imported ahead (worker.imported_ahead); the worker's first trial also
+    says when the imports ran and how long they took, so that the search counts each worker's once.
+    """
+    done = os.environ.pop(_DONE_ENV, None)
+    if done is None:
+        return {schema.WORKER_IMPORTED_AHEAD: _reported.get("ahead", "false")}, {}
+    ahead = json.loads(done)
+    _reported["ahead"] = "true" if not ahead["failed"] else "false"
+    metrics = {
+        schema.WORKER_IMPORT_AHEAD_S: ahead["import_s"],
+        schema.WORKER_IMPORT_AHEAD_STARTED_AT: ahead["started_at"],
+        schema.WORKER_IMPORT_AHEAD_ENDED_AT: ahead["ended_at"],
+    }
+    if ahead["process_started_at"] is not None:
+        metrics[schema.WORKER_PROCESS_STARTED_AT] = ahead["process_started_at"]
+    return {schema.WORKER_IMPORTED_AHEAD: _reported["ahead"]}, metrics
+
+
+def _process_started_at() -> float | None:
+    """This process's start (Unix time), to the clock tick; None where Linux's /proc cannot say."""
+    try:
+        with open("/proc/self/stat") as stat:
+            ticks = int(stat.read().rpartition(")")[2].split()[19])  # field 22, starttime, after the name
+        return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None

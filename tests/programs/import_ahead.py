@@ -1,0 +1,26 @@
+"""`python import_ahead.py PLAN_FILE`: Ray's setup hook (gridbench.trial.prestart.import_ahead) as a prestarted worker
+runs it, then what a trial in this worker would find, as one line `AHEAD {json}` (test_prestart)."""
+
+import json
+import os
+import sys
+
+from gridbench.trial import prestart
+
+if __name__ == "__main__":
+    os.environ[prestart.PLAN_ENV] = sys.argv[1]
+    prestart.import_ahead()
+    named = ("keras", "jax", "tensorflow", "torch", "gridbench.gridsearch.tuning", "gridbench.workloads.keras_mlp")
+    imported = sorted(module for module in named if module in sys.modules)
+    found = {"imported": imported, "keras_backend_env": os.environ.get("KERAS_BACKEND")}
+    if "keras" in sys.modules:
+        import keras
+
+        found["keras_backend"] = keras.backend.backend()
+    if "jax" in sys.modules:
+        from jax._src import xla_bridge
+
+        found["jax_backend_started"] = xla_bridge.backends_are_initialized()  # a device must wait for Ray's lease
+    first, later = prestart.ahead_of_trial(), prestart.ahead_of_trial()
+    found.update({"first": first, "later": later})
+    print("AHEAD " + json.dumps(found), flush=True)

@@ -1,0 +1,183 @@
+"""Workers started for Tune's trial actors as soon as Ray is up, their imports done ahead (--prestart-workers):
+gridbench.gridsearch.prestart (the driver's side) and gridbench.trial.prestart (the worker's setup hook)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gridbench.gridsearch.prestart import actor_serialized_env, job_runtime_env, tune_actor_runtime_env
+from gridbench.trial import prestart as worker_side
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def test_tunes_actor_env_is_its_default_and_the_variables_it_propagates():
+    env = tune_actor_runtime_env({"AWS_ACCESS_KEY_ID": "key", "HOME": "/root"})
+    assert env == {"env_vars": {"PL_DISABLE_FORK": "1", "AWS_ACCESS_KEY_ID": "key"}}
+
+
+def test_without_a_job_env_the_actor_keeps_pythons_serialisation():
+    serialized = actor_serialized_env("{}", {"env_vars": {"PL_DISABLE_FORK": "1"}})
+    assert serialized == '{"env_vars": {"PL_DISABLE_FORK": "1"}}'
+
+
+def test_with_a_job_env_the_two_merge_as_rays_core_worker_writes_them():
+    job = '{"env_vars": {"A": "1", "PL_DISABLE_FORK": "0"}, "py_modules": ["gcs://_ray_pkg_x.zip"]}'
+    merged = actor_serialized_env(job, {"env_vars": {"PL_DISABLE_FORK": "1"}})
+    assert merged == '{"env_vars":{"A":"1","PL_DISABLE_FORK":"1"},"py_modules":["gcs://_ray_pkg_x.zip"]}'
+
+
+def test_the_jobs_env_gains_the_hook_and_keeps_a_users_modules():
+    user = {"py_modules": ["/models/mine.py"], "env_vars": {"A": "1"}}
+    env = job_runtime_env(user, "/tmp/search/prestart.json")
+    assert env == {
+        "py_modules": ["/models/mine.py"],
+        "env_vars": {"A": "1", worker_side.PLAN_ENV: "/tmp/search/prestart.json"},
+        "worker_process_setup_hook": "gridbench.trial.prestart.import_ahead",
+    }
+    assert user == {"py_modules": ["/models/mine.py"], "env_vars": {"A": "1"}}  # the user's own is left as it was
+
+
+def _run(program: str, *arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(PROGRAMS / program), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+
+
+def _line(result: subprocess.CompletedProcess, prefix: str) -> dict:
+    line = next((x for x in result.stdout.splitlines() if x.startswith(prefix)), None)
+    assert line, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(line[len(prefix) :])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_the_hook_imports_the_plans_backend_and_starts_no_device(backend, tmp_path):
+    """Keras' default is TensorFlow: on jax, a hook that ignored the plan would import the wrong one."""
+    plan = {
+        "backend": backend,
+        "device": "cpu",
+        "cpus": 1,
+        "gpus_per_trial": 0.0,
+        "modules": ["gridbench.gridsearch.tuning", "gridbench.workloads.keras_mlp"],
+    }
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    found = _line(_run("import_ahead.py", str(tmp_path / "plan.json"), cwd=tmp_path), "AHEAD ")
+    assert found["keras_backend"] == backend and found["keras_backend_env"] == backend
+    assert {"keras", "gridbench.gridsearch.tuning", "gridbench.workloads.keras_mlp"} <= set(found["imported"])
+    assert found.get("jax_backend_started") is not True  # Ray hands out the device only with the trial's lease
+    (tags, metrics), (later_tags, later_metrics) = found["first"], found["later"]
+    assert tags == later_tags == {"worker.imported_ahead": "true"}
+    assert metrics["worker.import_ahead_s"] > 0 and later_metrics == {}  # the worker's first trial reports them
+
+
+def test_without_the_plans_file_the_hook_imports_nothing(tmp_path):
+    found = _line(_run("import_ahead.py", str(tmp_path / "absent.json"), cwd=tmp_path), "AHEAD ")
+    assert found["imported"] == [] and found["first"] == [{"worker.imported_ahead": "false"}, {}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job_env", ["none", "py_modules", "hook"])
+def test_a_tune_trial_runs_in_the_worker_started_for_it(job_env, tmp_path):
+    """Fails if Ray or Tune change the trial actor's runtime_env, or how Ray hashes it: the trial then starts a
+    worker of its own."""
+    pids = _line(_run("tune_trial_in_prestarted.py", job_env, cwd=tmp_path), "PIDS ")
+    assert len(pids["prestarted"]) == 1
+    assert pids["trial"] in pids["prestarted"]
+
+
+def _search(tmp_path: Path, ahead: str) -> tuple[dict, dict]:
+    from mlflow import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    found = _line(_run("prestarted_search.py", store, ahead, cwd=tmp_path), "SEARCH ")
+    client = MlflowClient(store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=100)
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    return found, parent.data.tags
+
+
+@pytest.mark.slow
+def test_a_searchs_trials_land_in_the_workers_started_ahead(tmp_path):
+    """3 trials, 2 at once: both workers asked of Ray as soon as it was up run every trial, and imported ahead."""
+    found, tags = _search(tmp_path, "on")
+    trials, summary = found["trials"], found["summary"]
+    assert [t["status"] for t in trials] == ["FINISHED"] * 3
+    pids = {t["pid"] for t in trials}
+    assert len(found["before_fit"]) == 2 and pids == set(found["before_fit"])
+    assert all(t["imported_ahead"] == "true" for t in trials)
+    assert sum(t["import_ahead_s"] is not None for t in trials) == 2  # once per worker: its first trial
+    assert summary["workers_prestarted"] == 2 and summary["workers_imported_ahead"] == 2
+    assert summary["import_ahead_s"] == pytest.approx(sum(t["import_ahead_s"] or 0 for t in trials))
+    assert tags["prestart_workers"] == "on"
+
+
+@pytest.mark.slow
+def test_without_prestart_no_worker_waits_for_the_trials(tmp_path):
+    found, tags = _search(tmp_path, "off")
+    trials, summary = found["trials"], found["summary"]
+    assert [t["status"] for t in trials] == ["FINISHED"] * 3
+    assert found["before_fit"] == [] and not {t["pid"] for t in trials} & set(found["before_fit"])
+    assert all(t["imported_ahead"] == "false" and t["import_ahead_s"] is None for t in trials)
+    assert summary["workers_prestarted"] == 0 and summary["workers_imported_ahead"] == 0
+    assert summary["workers_started_ahead"] == 0 and summary["import_ahead_s"] == 0
+    assert tags["prestart_workers"] == "off"
+
+
+def _record(pid: str, metrics: dict, ahead: str = "true"):
+    from gridbench.tracking.records import TrialRecord
+
+    tags = {"host": "h", "pid": pid, "worker.imported_ahead": ahead}
+    return TrialRecord(pid + str(len(metrics)), {}, 0, "FINISHED", metrics, tags, 0.0, 1.0)
+
+
+def test_a_searchs_imports_ahead_count_each_worker_once():
+    from gridbench.gridsearch.summary import imports_ahead
+
+    first = {
+        "worker.import_ahead_s": 4.0,
+        "worker.import_ahead_started_at": 100.0,
+        "worker.import_ahead_ended_at": 104.0,
+        "worker.process_started_at": 99.0,
+    }
+    late = {**first, "worker.import_ahead_s": 5.0, "worker.import_ahead_ended_at": 112.0}
+    late["worker.process_started_at"] = 110.5
+    trials = [_record("1", first), _record("1", {}), _record("2", late), _record("3", {}, ahead="false")]
+    assert imports_ahead(trials, launched_at=110.0) == {
+        "workers_started_ahead": 1,  # worker 2 started after Tune's start: Ray started it for its trial
+        "workers_imported_ahead": 2,
+        "import_ahead_s": 9.0,  # worker 1's once, though two of its trials ran
+        "import_ahead_after_launch_s": 2.0,
+    }
+    assert imports_ahead(trials[3:], launched_at=110.0)["import_ahead_after_launch_s"] == 0.0
+
+
+@pytest.mark.parametrize(("device", "backend", "imported"), [("gpu", "torch", False), ("gpu", "jax", True)])
+def test_a_gpu_searchs_torch_is_left_to_the_trial(tmp_path, device, backend, imported):
+    """Keras' torch backend starts CUDA as it is imported, with every GPU visible, before Ray assigns one."""
+    from types import SimpleNamespace
+
+    from gridbench.gridsearch.prestart import write_plan
+
+    plan = SimpleNamespace(
+        backend=backend,
+        options=SimpleNamespace(device=device),
+        cpus_per_trial=4,
+        gpus_per_trial=1.0,
+        spec=SimpleNamespace(workload=SimpleNamespace(train="gridbench.workloads.keras_mlp")),
+    )
+    write_plan(plan, str(tmp_path / "plan.json"))
+    written = json.loads((tmp_path / "plan.json").read_text())
+    assert ("gridbench.workloads.keras_mlp" in written["modules"]) is imported
+    assert written["backend"] == backend and written["device"] == device
