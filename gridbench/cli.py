@@ -111,16 +111,20 @@ def _add_search_command(commands) -> None:
         "project the whole search's time and cost, with --device both the verdict",
     )
     _add_lifecycle_options(search)
-    search.add_argument(
+    _add_prestart_option(search)
+    _add_execution_option(search)
+    _add_compare_options(search)
+    search.set_defaults(handler=_search)
+
+
+def _add_prestart_option(parser) -> None:
+    parser.add_argument(
         "--prestart-workers",
         action=argparse.BooleanOptionalAction,
         help="start a local Ray's workers, one per trial at once, as soon as Ray is up, each importing its framework "
         "and the trial's modules before its first trial; or start each worker with its first trial "
         "(--no-prestart-workers, the default). A Ray cluster (--address) always starts them with the trials",
     )
-    _add_execution_option(search)
-    _add_compare_options(search)
-    search.set_defaults(handler=_search)
 
 
 def _add_scale_command(commands) -> None:
@@ -168,6 +172,7 @@ def _add_scale_command(commands) -> None:
     )
     scale.add_argument("--html", metavar="FILE", help="also write the result as one self-contained HTML page")
     _add_execution_option(scale)
+    _add_prestart_option(scale)
     scale.set_defaults(handler=_scale)
 
 
@@ -686,6 +691,7 @@ def _scale(args: argparse.Namespace) -> int:
         backend=backends.parse_flag(args.backend).get(resource),
         gpus_per_trial=args.gpus_per_trial,
         **_shared_options(args),
+        **({} if args.prestart_workers is None else {"prestart_workers": args.prestart_workers}),
     )
     plans = plan_scale(spec, template, request)  # every count checked before any runs
     console = Console(stderr=args.output_format != "table")
