@@ -57,7 +57,9 @@ def test_four_jax_trials_share_one_gpu_within_their_memory_shares(store):
 
 def test_torch_trials_pack_on_one_gpu_with_keras_fit(store):
     needs("torch")
-    _, (parent,), children = search(store, "--device", "gpu", "--backend", "torch", "--gpus-per-trial", "0.5")
+    _, (parent,), children = search(
+        store, "--device", "gpu", "--backend", "torch", "--gpus", "1", "--gpus-per-trial", "0.5"
+    )  # one GPU, on a machine of several too
     assert parent.data.metrics["trials_finished"] == 4 and parent.data.metrics["concurrency"] == 2
     for child in children:
         assert child.data.tags["device.actual"] == "gpu:0" and child.data.tags["train_loop"] == "fit"

@@ -128,6 +128,9 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
     parent = parents[0].data
     assert parent.tags["backend.reason"] == "Keras' default for a CPU search (KERAS_BACKEND is unset)"
     assert parent.metrics["backend_probe_s"] == 0.0  # nothing asked on a CPU
+    # Workers start with their trials unless --prestart-workers asks (off by default: on 2 cores it did not pay).
+    assert parent.tags["prestart_workers"] == "off" and parent.metrics["workers_prestarted"] == 0
+    assert parent.metrics["workers_started_ahead"] == 0 and parent.metrics["import_ahead_s"] == 0
     for tag in (
         "cpu.model",
         "cpu.cores_usable",
