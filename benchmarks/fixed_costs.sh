@@ -9,6 +9,7 @@
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
 #   steps: headline floor peer both fused attached jaxfloor (default: all but jaxfloor, in that order)
+#   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
 #   JAX's persistent cache (the second run is the floor issue "Everything around the training" compares
 #   with), then --mode trials with no cache.
@@ -25,8 +26,8 @@ timed() {  # NAME COMMAND...: its output and whole time
 }
 for step in $steps; do
   case $step in
-    headline) for i in 1 2; do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done
-              python3 "$here/benchmarks/trial_gaps.py" "$uri" >"$out/gaps-headline-2.txt" 2>&1 ;;  # the newest: run 2
+    headline) for i in $(seq 1 "${HEADLINE_RUNS:-2}"); do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done
+              python3 "$here/benchmarks/trial_gaps.py" "$uri" >"$out/gaps-headline-${HEADLINE_RUNS:-2}.txt" 2>&1 ;;  # the newest run
     floor) PYTHONPATH="$bench:${PYTHONPATH:-}" timed floor-A python3 "$bench/tune_floor.py" A ;;
     peer) timed peer python3 "$bench/peer_tune.py" "$data/mnist.npz" gpu ;;
     both) for i in 1 2; do timed "both-$i" python3 -m gridbench search mnist --device both --tracking-uri "$uri"; done ;;

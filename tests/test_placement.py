@@ -76,6 +76,11 @@ def test_each_backend_gets_a_memory_policy_for_its_share():
         "XLA_PYTHON_CLIENT_PREALLOCATE": "true",
         "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.1125",
     }
+    # A whole GPU grows to its cap: preallocating it cost each worker's first operation a second.
+    assert gpu_memory.memory_environment("jax", 1) == {
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9",
+    }
     assert gpu_memory.memory_environment("tensorflow", 0.5) == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     assert gpu_memory.memory_environment("torch", 0.5) == {}  # capped after import, in keras_mlp.prepare
 
