@@ -55,7 +55,7 @@ DECLARED = re.compile(r"<!--\s*figures\b(.*?)-->", re.DOTALL)
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 INDENTED = re.compile(r"(?:^(?: {4}|\t).*\n?)+", re.MULTILINE)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
-BINARY = {".png", ".jpg", ".svg", ".db", ".npz", ".pkl", ".gz"}
+BINARY = {".png", ".jpg", ".svg", ".db", ".npz", ".pkl", ".gz", ".xz"}
 
 
 @dataclass(frozen=True)
