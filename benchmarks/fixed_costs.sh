@@ -16,14 +16,8 @@
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 steps=${*:-headline floor peer both fused attached}
-here=$(cd "$(dirname "$0")/.." && pwd)
-work=$out/work; mkdir -p "$work" ~/.keras/datasets; cp -n "$data/mnist.npz" ~/.keras/datasets/; cd "$work"
-uri="sqlite:///$work/mlflow.db"
-timed() {  # NAME COMMAND...: its output and whole time
-  local name=$1; shift
-  /usr/bin/time -f "whole command %e s" "$@" >"$out/$name.txt" 2>&1
-  echo "$name: $(tail -1 "$out/$name.txt")"
-}
+# shellcheck source=benchmarks/gpu_call_common.sh
+source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed
 for step in $steps; do
   case $step in
     headline) for i in $(seq 1 "${HEADLINE_RUNS:-2}"); do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done

@@ -11,14 +11,8 @@
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 steps=${*:-headline scale}
-here=$(cd "$(dirname "$0")/.." && pwd)
-work=$out/work; mkdir -p "$work" ~/.keras/datasets; cp -n "$data/mnist.npz" ~/.keras/datasets/; cd "$work"
-uri="sqlite:///$work/mlflow.db"
-timed() {  # NAME COMMAND...: its output and whole time
-  local name=$1; shift
-  /usr/bin/time -f "whole command %e s" "$@" >"$out/$name.txt" 2>&1
-  echo "$name: rc $? $(tail -1 "$out/$name.txt")" | tee -a "$out/calls.txt"
-}
+# shellcheck source=benchmarks/gpu_call_common.sh
+source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed
 scale() {  # NAME ARGS...: `scale mnist` on the 16-configuration grid of issue 28, its JSON kept
   local name=$1; shift
   timed "$name" python3 -m gridbench scale mnist --backend jax --data-dir "$data" --tracking-uri "$uri" \

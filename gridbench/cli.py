@@ -603,8 +603,6 @@ def _search_options(args: argparse.Namespace, device: str, backend: str | None):
         retries=args.retries,
         keep_ray_logs=args.keep_ray_logs,
         trial_timeout_s=args.trial_timeout,
-        # Unset: SearchOptions' default.
-        **({} if args.prestart_workers is None else {"prestart_workers": args.prestart_workers}),
         **_shared_options(args),
     )
 
@@ -643,6 +641,8 @@ def _shared_options(args: argparse.Namespace) -> dict:
         "data_dir": args.data_dir,
         "synthetic": args.synthetic,
         "command_line": shlex.join(["gridbench", *sys.argv[1:]]),
+        # Unset: SearchOptions' default.
+        **({} if args.prestart_workers is None else {"prestart_workers": args.prestart_workers}),
     }
 
 
@@ -691,7 +691,6 @@ def _scale(args: argparse.Namespace) -> int:
         backend=backends.parse_flag(args.backend).get(resource),
         gpus_per_trial=args.gpus_per_trial,
         **_shared_options(args),
-        **({} if args.prestart_workers is None else {"prestart_workers": args.prestart_workers}),
     )
     plans = plan_scale(spec, template, request)  # every count checked before any runs
     console = Console(stderr=args.output_format != "table")

@@ -241,7 +241,8 @@ def test_the_ui_stops_its_server_on_sigterm(served_ui):
 def test_the_account_adds_up_to_the_command_as_measured_from_outside(small_pair):
     """The account against real searches: each search's whole command, as it recorded it and as its parts add up,
     against this test's clock around the subprocess. (Whether a projection holds when the projected pair runs is
-    measured by benchmarks/projection_check.sh, not asserted here: on a shared runner it is a timing.)"""
+    measured by benchmarks/projection_check_cpu.sh, or benchmarks/projection_check.sh on a GPU, not asserted
+    here: on a shared runner it is a timing.)"""
     directory, small = small_pair
     store = f"sqlite:///{directory / 'mlflow.db'}"
     for run_id, wall in small:
