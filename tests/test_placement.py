@@ -72,11 +72,11 @@ def test_each_backend_gets_a_memory_policy_for_its_share():
     assert gpu_memory.memory_fraction(1) == 0.9
     assert gpu_memory.memory_fraction(0.25) == 0.225
     assert gpu_memory.memory_fraction(2) == 0.9  # a share of each of its GPUs, not of two
+    # Every JAX trial grows to its cap: preallocating cost each worker's first operation a second.
     assert gpu_memory.memory_environment("jax", 0.125) == {
-        "XLA_PYTHON_CLIENT_PREALLOCATE": "true",
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
         "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.1125",
     }
-    # A whole GPU grows to its cap: preallocating it cost each worker's first operation a second.
     assert gpu_memory.memory_environment("jax", 1) == {
         "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
         "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9",
