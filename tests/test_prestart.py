@@ -72,11 +72,13 @@ def test_the_hook_imports_the_plans_backend_and_starts_no_device(tmp_path):
         "cpus": 1,
         "gpus_per_trial": 0.0,
         "modules": ["gridbench.gridsearch.tuning", "gridbench.workloads.keras_mlp"],
+        "keras": True,
     }
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     found = _line(_run("import_ahead.py", str(tmp_path / "plan.json"), cwd=tmp_path), "AHEAD ")
     assert found["keras_backend"] == backend and found["keras_backend_env"] == backend
     assert {"keras", "gridbench.gridsearch.tuning", "gridbench.workloads.keras_mlp"} <= set(found["imported"])
+    assert "sklearn" not in found["imported"]  # Keras without it (gridbench.trial.keras_import)
     assert found.get("jax_backend_started") is not True  # Ray hands out the device only with the trial's lease
     (tags, metrics), (later_tags, later_metrics) = found["first"], found["later"]
     assert tags == later_tags == {"worker.imported_ahead": "true"}
@@ -164,9 +166,10 @@ def test_a_gpu_searchs_torch_is_left_to_the_trial(tmp_path, device, backend, imp
         options=SimpleNamespace(device=device),
         cpus_per_trial=4,
         gpus_per_trial=1.0,
-        spec=SimpleNamespace(workload=SimpleNamespace(train="gridbench.workloads.keras_mlp")),
+        spec=SimpleNamespace(workload=SimpleNamespace(train="gridbench.workloads.keras_mlp", framework="keras")),
     )
     write_plan(plan, str(tmp_path / "plan.json"))
     written = json.loads((tmp_path / "plan.json").read_text())
     assert ("gridbench.workloads.keras_mlp" in written["modules"]) is imported
+    assert written["keras"] is imported
     assert written["backend"] == backend and written["device"] == device

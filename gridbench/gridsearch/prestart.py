@@ -102,17 +102,20 @@ def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> di
 def write_plan(plan: SearchPlan, plan_file: str) -> None:
     """What the hook imports, and the environment it imports it in: the trial's (gridbench.trial.context)."""
     modules = [tuning.__name__]  # the trainable's module, which Ray unpickles the trainable from
+    keras = False
     if not (plan.options.device == "gpu" and plan.backend == "torch"):
         # The workload's: Keras on the plan's backend. Not torch's on a GPU: Keras' torch backend asks
         # torch.cuda.is_available() as it is imported, which starts CUDA with every GPU visible, before Ray
         # says which one the trial gets. JAX, TensorFlow and CuPy start no device on import.
         modules.append(plan.spec.workload.train.partition(":")[0])
+        keras = plan.spec.workload.framework == "keras"  # imported first, without scikit-learn (trial.keras_import)
     wanted = {
         "backend": plan.backend,
         "device": plan.options.device,
         "cpus": plan.cpus_per_trial,
         "gpus_per_trial": plan.gpus_per_trial,
         "modules": modules,
+        "keras": keras,
     }
     temporary = plan_file + ".tmp"
     with open(temporary, "w", encoding="utf-8") as file:

@@ -30,6 +30,7 @@ import time
 import traceback
 from importlib import metadata
 
+from gridbench.trial import keras_import
 from gridbench.trial.context import TrialContext, configure_process
 from gridbench.trial.steps import load_data
 from gridbench.workloads import program_key, source_digest
@@ -112,7 +113,9 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
     """Compiles the programs at `indices`; writes one JSON line per program to `results` as each is ready."""
     from gridbench.workloads.programs import PROGRAMS
 
-    entry = context.resolve_workload().load_train()
+    workload = context.resolve_workload()
+    keras_import.import_for(workload)
+    entry = workload.load_train()
     entry.prepare(context)  # the search's compile cache and its per-program locks
     data = load_data(context, context.params)
     sessions, ready = [], []

@@ -17,6 +17,7 @@ import time
 
 from gridbench import collector
 from gridbench.tracking import schema
+from gridbench.trial import keras_import
 from gridbench.trial.context import process_environment
 
 PLAN_ENV = "GRIDBENCH_PRESTART_PLAN"  # in the job's runtime_env: the file naming what the trials import
@@ -42,6 +43,9 @@ def import_ahead() -> None:
     imported, failed = [], ""
     collector.pause_for_startup()  # as a trial's worker imports its framework (gridbench.collector)
     try:
+        if plan.get("keras"):
+            keras_import.import_keras()
+            imported.append("keras")
         for module in plan["modules"]:
             importlib.import_module(module)
             imported.append(module)

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from gridbench import collector, compile_cache
 from gridbench.tracking import schema
 from gridbench.tracking.schema import TrialStatus
-from gridbench.trial import failure, gpu_monitor, prestart, steps
+from gridbench.trial import failure, gpu_monitor, keras_import, prestart, steps
 from gridbench.trial.context import FUSED_GROUP_KEY, REPEAT_KEY, TrialContext, WorkloadEntry, configure_process
 from gridbench.trial.fused import train_fused
 from gridbench.trial.outcome import TrialOutcome
@@ -58,7 +58,9 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         if gpus:
             outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
         imported = time.perf_counter()
-        entry: WorkloadEntry = context.resolve_workload().load_train()
+        workload = context.resolve_workload()
+        keras_import.import_for(workload)
+        entry: WorkloadEntry = workload.load_train()
         collector.resume_after_startup()  # paused by the trainable while the framework was imported
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker

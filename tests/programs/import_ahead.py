@@ -10,7 +10,15 @@ from gridbench.trial import prestart
 if __name__ == "__main__":
     os.environ[prestart.PLAN_ENV] = sys.argv[1]
     prestart.import_ahead()
-    named = ("keras", "jax", "tensorflow", "torch", "gridbench.gridsearch.tuning", "gridbench.workloads.keras_mlp")
+    named = (
+        "keras",
+        "sklearn",
+        "jax",
+        "tensorflow",
+        "torch",
+        "gridbench.gridsearch.tuning",
+        "gridbench.workloads.keras_mlp",
+    )
     imported = sorted(module for module in named if module in sys.modules)
     found = {"imported": imported, "keras_backend_env": os.environ.get("KERAS_BACKEND")}
     if "keras" in sys.modules:

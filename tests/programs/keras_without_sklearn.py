@@ -1,0 +1,29 @@
+"""`python keras_without_sklearn.py [sklearn-first]`: gridbench.trial.keras_import as a trial's worker runs it, then
+what the process finds, as one line `FOUND {json}` (test_keras_import)."""
+
+import json
+import sys
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["sklearn-first"]:
+        import sklearn  # noqa: F401 - something of the trial's imported it first
+
+    from gridbench.trial import keras_import
+
+    found = {"hidden": keras_import.import_keras(), "sklearn_after_keras": "sklearn" in sys.modules}
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    found["keras_works"] = model(np.zeros((1, 4))).shape == (1, 2)
+    from sklearn.base import BaseEstimator  # a trial's own modules import it as usual afterwards
+
+    found["sklearn_later"] = BaseEstimator.__module__
+    from keras.wrappers import SKLearnClassifier
+
+    try:
+        SKLearnClassifier(model=None)
+        found["wrapper"] = "works"
+    except ImportError as err:
+        found["wrapper"] = f"ImportError: {err}"
+    print("FOUND " + json.dumps(found), flush=True)

@@ -1,0 +1,45 @@
+"""A trial's worker imports Keras without scikit-learn, which only Keras' own wrappers use (trial.keras_import)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gridbench.trial import keras_import
+from gridbench.workloads import get_workload
+
+PROGRAM = Path(__file__).parent / "programs" / "keras_without_sklearn.py"
+
+
+def _found(*args: str) -> dict:
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run([sys.executable, str(PROGRAM), *args], capture_output=True, text=True, env=env, timeout=300)
+    line = next((x for x in result.stdout.splitlines() if x.startswith("FOUND ")), "")
+    assert line, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(line[len("FOUND ") :])
+
+
+@pytest.mark.slow
+def test_keras_is_imported_without_sklearn_which_imports_as_usual_afterwards():
+    found = _found()
+    assert found["hidden"] is True and found["sklearn_after_keras"] is False
+    assert found["keras_works"] is True
+    assert found["sklearn_later"] == "sklearn.base"
+    assert found["wrapper"].startswith("ImportError") and "scikit-learn" in found["wrapper"]  # the one thing lost
+
+
+@pytest.mark.slow
+def test_where_sklearn_was_imported_first_keras_keeps_its_wrappers():
+    found = _found("sklearn-first")
+    assert found["hidden"] is False
+    assert found["keras_works"] is True and found["wrapper"] == "works"
+
+
+def test_a_kernel_method_imports_no_keras(monkeypatch):
+    monkeypatch.setattr(keras_import, "import_keras", lambda: pytest.fail("Keras imported for a kernel method"))
+    assert keras_import.import_for(get_workload("kernel_ridge", "test")) is False
