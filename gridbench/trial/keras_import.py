@@ -1,10 +1,11 @@
 """Keras' import in a trial's worker, without the scikit-learn that only Keras' own scikit-learn wrappers use.
 
 Keras imports scikit-learn as it is imported, for keras.wrappers (SKLearnClassifier and the like), which no
-trial uses: on an H100, py-spy sampled 1.03 s of scikit-learn in a worker's 3.05 s import of Keras
-(docs/results/around-training.md). A worker imports Keras with scikit-learn hidden, then unhides it, so that a
-trial's own modules (a kernel method, the digits data) import scikit-learn as usual. In such a worker, only
-keras.wrappers is left without it: its estimators say that scikit-learn is missing.
+trial uses. Without it, Keras' import took a median of 2.38 s against 3.74 s on 2 cores; on an H100 host, the
+headline's first trial took 2.98-3.45 s against 3.36-3.70 s (docs/results/around-training.md). A worker imports
+Keras with scikit-learn hidden, then unhides it, so that a trial's own modules (a kernel method, the digits data)
+import scikit-learn as usual. In such a worker, only keras.wrappers is left without it: its estimators say that
+scikit-learn is missing.
 """
 
 from __future__ import annotations
