@@ -253,7 +253,7 @@ def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
 
 
 ORDERS = ("raylet ends first", "raylet ends first, nothing recorded", "raylet ends after the driver said ending",
-          "driver dies first")  # fmt: skip
+          "raylet ends after the ending file, its line unread", "driver dies first")  # fmt: skip
 
 
 @pytest.mark.parametrize("order", ORDERS)
@@ -265,7 +265,7 @@ def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_r
     ends Ray itself, even with the raylet's log saying its shutdown began; not for a raylet that outlives its
     driver (a driver killed outright): that one is ended with it, silently."""
     from gridbench.gridsearch.lifecycle import SearchDirectory, Watchdog
-    from gridbench.gridsearch.watchdog import DRIVER_AFTER_RAYLET_ENV
+    from gridbench.gridsearch.watchdog import DRIVER_AFTER_RAYLET_ENV, ENDING_FILE
 
     monkeypatch.setenv(DRIVER_AFTER_RAYLET_ENV, "600")  # this test's process is the driver: never to be ended
     directory = SearchDirectory(keep=False)
@@ -284,6 +284,8 @@ def test_the_watchdog_names_a_node_death_by_the_raylet_ending_while_the_driver_r
         if order == "raylet ends after the driver said ending":
             watchdog.ending()
             (logs / "raylet.out").write_text("Raylet graceful shutdown triggered with death info: SIGTERM\n")
+        if order == "raylet ends after the ending file, its line unread":  # as on a busy machine: the file decides
+            (directory.path / ENDING_FILE).touch()
         if order != "driver dies first":
             raylet.kill()
             raylet.wait()

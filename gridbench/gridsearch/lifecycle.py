@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from typing import Mapping
 
+from gridbench.gridsearch.watchdog import ENDING_FILE
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -288,6 +290,7 @@ class Watchdog:
             env=dict(os.environ),
         )
         self._sent: set[int] = set()
+        self._directory = directory.path
 
     @property
     def pid(self) -> int:
@@ -309,6 +312,10 @@ class Watchdog:
 
     def ending(self) -> None:
         """The driver shuts Ray down itself now: the raylet's end that follows is not its node's death."""
+        try:
+            (self._directory / ENDING_FILE).touch()  # there before the raylet ends, read or not (watchdog.py)
+        except OSError:
+            pass
         self._write("ending\n")
 
     def leave(self, timeout_s: float = 5.0) -> None:

@@ -8,7 +8,8 @@ driver's process group does not reach it, and writes to its stdin, one line each
     PID START_TIME    a process to end if the driver dies (START_TIME as psutil's create_time)
     raylet PID START_TIME   the search's raylet (a local Ray's): its log tells whether Ray's node died
     search JSON       the search, once its parent run exists (gridbench.gridsearch.node_death's argument)
-    ending            the driver is shutting Ray down itself: its raylet's end from now on is no node's death
+    ending            the driver is shutting Ray down itself (ENDING_FILE made first): its raylet's end from now on
+                      is no node's death
     leave             the driver ended cleanly: exit, touching nothing
 
 End of input without `leave` means the driver is gone (the kernel closes its end of
@@ -40,10 +41,14 @@ import signal
 import sys
 import threading
 import time
+from typing import Callable
 
 import psutil
 
 GRACE_S = 3.0
+# The driver creates this file in the search's directory before it shuts Ray down, then says `ending`: a busy
+# machine may leave that line unread in the pipe until after the raylet has ended (1 of 8 runs of the test alone).
+ENDING_FILE = "driver-ending"
 NODE_DEATH_WAIT_S = 1.0  # how long a raylet may take to show that it is ending after the driver died
 # How long a driver whose raylet has ended may go on before the watchdog ends it: Ray's core worker exits by
 # itself when its object store goes, but one that tries to recover its lost objects first went on for minutes.
@@ -106,6 +111,10 @@ def main(argv: list[str]) -> int:
     driver = int(argv[3]) if len(argv) > 3 else os.getppid()  # read now: the driver may die before a line comes
     noted: dict[int, float] = {}
     raylet, search, watchers, ending = None, None, [], threading.Event()
+
+    def said_ending() -> bool:  # the line may still wait in the pipe while the raylet ends: the file is there first
+        return ending.is_set() or os.path.exists(os.path.join(directory, ENDING_FILE))
+
     for line in sys.stdin:  # until the driver says `leave`, or dies (end of input)
         words = line.split()
         if words == ["leave"]:
@@ -116,13 +125,13 @@ def main(argv: list[str]) -> int:
             search = line[len("search") :].strip()
         elif len(words) == 3 and words[0] == "raylet":
             raylet = (int(words[1]), float(words[2]))
-            watchers.append(RayletWatcher(raylet, driver, ending))
+            watchers.append(RayletWatcher(raylet, driver, said_ending))
         elif len(words) == 2:
             noted[int(words[0])] = float(words[1])
     # Before the end below ends the raylet too. A raylet that ended before the driver said it ends Ray itself
     # died under it; once it has said so, the raylet's log saying its shutdown began is the driver's doing.
     raylet_first = any(watcher.died_first.is_set() for watcher in watchers)
-    node_died = raylet_first or (not ending.is_set() and _node_died(raylet, directory))
+    node_died = raylet_first or (not said_ending() and _node_died(raylet, directory))
     end(noted)
     if node_died and search:
         _end_search(search)
@@ -148,15 +157,15 @@ class RayletWatcher:
 
     POLL_S = 0.25
 
-    def __init__(self, raylet: tuple[int, float], driver_pid: int, ending: threading.Event):
-        self.raylet, self.driver_pid, self.ending = raylet, driver_pid, ending
+    def __init__(self, raylet: tuple[int, float], driver_pid: int, said_ending: Callable[[], bool]):
+        self.raylet, self.driver_pid, self.said_ending = raylet, driver_pid, said_ending
         self.grace_s = float(os.environ.get(DRIVER_AFTER_RAYLET_ENV, DRIVER_AFTER_RAYLET_S))
         self.died_first = threading.Event()
         threading.Thread(target=self._watch, daemon=True, name="raylet-watcher").start()
 
     def _watch(self) -> None:
         _wait_for_exit(*self.raylet)
-        if self.ending.is_set() or not _driver_running(self.driver_pid):  # did the driver outlive its raylet?
+        if self.said_ending() or not _driver_running(self.driver_pid):  # did the driver outlive its raylet?
             return
         self.died_first.set()
         deadline = time.monotonic() + self.grace_s
