@@ -206,6 +206,7 @@ def assert_same_as_alone(report: dict, device: str) -> None:
         assert fused_loss == pytest.approx(alone_loss, rel=LOSS_RELATIVE_TOLERANCE[device.split(":")[0]]), row
         losses.add(round(fused_loss, 4))
     assert len(losses) == 4  # each member trained with its own rate, dropout and seed, not one shared state
+    assert report["same_initial_state"] == [True] * 4  # two members of one model each: the state they'd have alone
 
 
 @pytest.fixture(scope="module")

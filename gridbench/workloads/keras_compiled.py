@@ -261,11 +261,16 @@ def model_and_optimizer(
     as compile() would)."""
     with precision_policy(hyperparameters):
         model = build_model()
+    return model, optimizer_for(model, hyperparameters)
+
+
+def optimizer_for(model: keras.Model, hyperparameters: Mapping[str, Any]) -> keras.Optimizer:
+    """A fresh optimizer built for `model`'s weights (loss-scaled under mixed_float16, as compile() would)."""
     optimizer = make_optimizer(hyperparameters)
     if model.dtype_policy.name == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(model.trainable_variables)
-    return model, optimizer
+    return optimizer
 
 
 def device_of(state: tuple, x_train) -> str:
