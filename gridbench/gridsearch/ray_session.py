@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from gridbench.errors import UserError, stderr_into
-from gridbench.gridsearch import lifecycle, placement, precompile, prestart, user_check
+from gridbench.gridsearch import lifecycle, placement, precompile, prestart, user_check, worker_setup
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan
 from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 def _start_ray(
     address: str | None, cpus: int, gpus: int, ray_dir: str | None = None, runtime_env: dict | None = None
-) -> None:
+) -> str:
+    """Starts (or joins) Ray; returns the script its raylet starts Python workers with (worker_setup)."""
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
@@ -50,22 +51,24 @@ def _start_ray(
             except (ConnectionError, RuntimeError, ValueError) as err:
                 held.seek(0)
                 raise UserError(cannot_join(address, err, held.read().decode(errors="replace"))) from None
-        return
-    ray.init(
-        # A user's model and loader modules, uploaded so that every worker imports them.
-        runtime_env=runtime_env,
-        # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
-        address="local",
-        num_cpus=cpus,  # --cpus N: Ray hands out N cores
-        num_gpus=gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
-        include_dashboard=False,
-        _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
-        # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
-        # never take them: Tune gives its actors a runtime_env of their own (PL_DISABLE_FORK), and Ray hands
-        # an actor only a worker started with the same one. So Ray starts each trial's worker when it is due.
-        _system_config={"prestart_worker_first_driver": False},
-        **quiet,
-    )
+        return worker_setup.RAY
+    with worker_setup.local_ray_workers() as setup:
+        ray.init(
+            # A user's model and loader modules, uploaded so that every worker imports them.
+            runtime_env=runtime_env,
+            # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
+            address="local",
+            num_cpus=cpus,  # --cpus N: Ray hands out N cores
+            num_gpus=gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
+            include_dashboard=False,
+            _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
+            # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
+            # never take them: Tune gives its actors a runtime_env of their own (PL_DISABLE_FORK), and Ray hands
+            # an actor only a worker started with the same one. So Ray starts each trial's worker when it is due.
+            _system_config={"prestart_worker_first_driver": False},
+            **quiet,
+        )
+    return setup
 
 
 def cannot_join(address: str, err: BaseException, ray_output: str) -> str:
@@ -99,6 +102,7 @@ class RaySession:
 
     def __init__(self, open_store_early: bool = False) -> None:
         self.ray_start_s: float | None = None
+        self.worker_setup = worker_setup.RAY  # the script Ray's raylet starts Python workers with
         self.signals: lifecycle.StopSignals | None = None
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
@@ -217,7 +221,7 @@ class RaySession:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
         start = time.perf_counter()
         try:
-            _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
+            self.worker_setup = _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
         except SystemExit as exited:
             # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
             if exited.code == signal.SIGTERM:

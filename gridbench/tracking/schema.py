@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class Kind(enum.Enum):
@@ -244,6 +244,15 @@ PRESTART_WORKERS = _tag(
     "(each worker starts with its first trial; always on a cluster, --address)",
     since=7,
     default="off",
+)
+RAY_WORKER_SETUP = _tag(
+    "ray.worker_setup",
+    On.SEARCH,
+    "the script a local Ray's raylet started Python workers with: gridbench (gridbench.trial.ray_worker_setup, Ray's "
+    "setup without importing Ray; it hands other runtime_envs to Ray's) or ray (Ray's setup_worker.py: a cluster, "
+    "GRIDBENCH_RAY_WORKER_SETUP=ray, and every search before schema 8)",
+    since=8,
+    default="ray",
 )
 WORKERS_PRESTARTED = _metric(
     "workers_prestarted", On.SEARCH, "idle workers asked of a local Ray as soon as it was up", since=7, default=0.0

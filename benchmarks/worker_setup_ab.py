@@ -1,0 +1,66 @@
+"""A Tune trial actor's start on a local Ray, its workers started through Ray's setup_worker.py ("ray") and through
+gridbench.trial.ray_worker_setup ("gridbench"), alternately in fresh processes (issue "Everything around the
+training").
+
+    python benchmarks/worker_setup_ab.py [--pairs 5]
+
+Each process starts Ray as a search does (gridbench.gridsearch.ray_session, GRIDBENCH_RAY_WORKER_SETUP choosing the
+script), then times one actor with Tune's runtime_env from its creation to its first answer, which is what a
+search's first trial waits for before Tune's own import. The actor answers with its Ray import time as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = """
+import json, os, sys, time
+import ray
+from gridbench.gridsearch.options import SearchOptions
+from gridbench.gridsearch.prestart import tune_actor_runtime_env
+from gridbench.gridsearch.ray_session import RaySession
+session = RaySession()
+session.start(SearchOptions(), cpus=1, gpus=0)
+try:
+    @ray.remote(num_cpus=1, runtime_env=tune_actor_runtime_env())
+    class Trial:
+        def pid(self):
+            return os.getpid()
+    start = time.perf_counter()
+    pid = ray.get(Trial.remote().pid.remote())
+    print(json.dumps({"setup": session.worker_setup, "ready_s": time.perf_counter() - start,
+                      "ray_start_s": session.ray_start_s}))
+finally:
+    session.stop()
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=5)
+    args = parser.parse_args()
+    ready: dict[str, list[float]] = {"ray": [], "gridbench": []}
+    for pair in range(1, args.pairs + 1):
+        for choice in ready:
+            env = {**os.environ, "GRIDBENCH_RAY_WORKER_SETUP": choice}
+            out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
+            if out.returncode != 0:
+                sys.exit(f"pair {pair}, {choice}: exit {out.returncode}\n{out.stderr[-2000:]}")
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            assert result["setup"] == choice, result
+            ready[choice].append(result["ready_s"])
+            print(
+                f"pair {pair}, {choice}: actor ready {result['ready_s']:.3f} s (Ray's start {result['ray_start_s']:.2f} s)",
+                flush=True,
+            )
+    for choice, values in ready.items():
+        print(f"{choice}: median {statistics.median(values):.3f} s [{min(values):.3f}-{max(values):.3f}]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""A local Ray starts its Python workers through gridbench.trial.ray_worker_setup, not Ray's setup_worker.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from gridbench.gridsearch import worker_setup
+from gridbench.gridsearch.options import SearchOptions
+from gridbench.trial import ray_worker_setup
+
+# What the worker prints: its arguments and the variables the tests set, so the tests see what it was started with.
+SHOW_WORKER = "import json, os, sys; print(json.dumps([sys.argv[1:], {k: os.environ.get(k) for k in sys.argv[1:]}]))"
+
+
+def _context(**fields) -> str:
+    plain = {"command_prefix": [], "env_vars": {}, "py_executable": sys.executable, "override_worker_entrypoint": None}
+    return json.dumps({**plain, "java_jars": [], **fields})
+
+
+def _started(tmp_path, context: str, *worker_args: str) -> tuple[list[str], dict]:
+    """Runs the setup script as the raylet would, with a worker that shows how it was started."""
+    worker = tmp_path / "worker.py"
+    worker.write_text(SHOW_WORKER)
+    command = [sys.executable, ray_worker_setup.__file__, str(worker), *worker_args]
+    command += ["--language=PYTHON", f"--serialized-runtime-env-context={context}"]
+    env = {**os.environ, "GRIDBENCH_TEST_HOME": "/home/someone"}
+    env.pop("GRIDBENCH_TEST_UNSET", None)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    args, seen = json.loads(result.stdout.splitlines()[-1])
+    return args, seen
+
+
+def test_the_raylets_arguments_are_read_as_rays_setup_worker_reads_them():
+    context = _context(env_vars={"A": "1"})
+    argv = ["default_worker.py", "--node-ip-address=127.0.0.1", "--language=PYTHON", "--runtime-env-hash=1"]
+    serialized, language, worker = ray_worker_setup.parse([*argv, f"--serialized-runtime-env-context={context}"])
+    assert (json.loads(serialized), language) == (json.loads(context), "PYTHON")
+    assert worker == ["default_worker.py", "--node-ip-address=127.0.0.1", "--runtime-env-hash=1"]
+    assert ray_worker_setup.parse(["w.py", "--language", "JAVA"]) == ("{}", "JAVA", ["w.py"])
+
+
+@pytest.mark.parametrize(
+    ("fields", "language", "plain"),
+    [
+        ({}, "PYTHON", True),  # Tune's trial actors: environment variables and this interpreter
+        ({"py_executable": None}, "PYTHON", True),
+        ({"command_prefix": ["source", "activate", "env", "&&"]}, "PYTHON", False),  # conda
+        ({"py_executable": "uv run python"}, "PYTHON", False),
+        ({"override_worker_entrypoint": "/other/default_worker.py"}, "PYTHON", False),  # a container
+        ({"java_jars": ["a.jar"]}, "PYTHON", False),
+        ({"a_later_field": 1}, "PYTHON", False),  # a Ray whose context has more to it
+        ({}, "JAVA", False),
+    ],
+)
+def test_only_a_plain_context_is_started_without_rays_script(fields, language, plain):
+    assert ray_worker_setup.plain(json.loads(_context(**fields)), language) is plain
+
+
+def test_the_worker_starts_with_its_variables_expanded_as_ray_expands_them(tmp_path):
+    env = {"HOME_X": "${GRIDBENCH_TEST_HOME}/x", "GONE": "a${GRIDBENCH_TEST_UNSET}b", "PLAIN": "1"}
+    args, seen = _started(tmp_path, _context(env_vars=env), "HOME_X", "GONE", "PLAIN", "--worker-id=7")
+    assert args == ["HOME_X", "GONE", "PLAIN", "--worker-id=7"]  # the worker's own, in order, without the setup's
+    assert seen == {"HOME_X": "/home/someone/x", "GONE": "ab", "PLAIN": "1", "--worker-id=7": None}
+
+
+def test_any_other_context_is_handed_to_rays_own_script(tmp_path):
+    # Ray's script runs the prefix in bash before the worker; gridbench's would refuse it, so this proves the handover.
+    context = _context(command_prefix=["export", "VIA_RAY=yes", "&&"], env_vars={"A": "${GRIDBENCH_TEST_HOME}"})
+    args, seen = _started(tmp_path, context, "VIA_RAY", "A")
+    assert args == ["VIA_RAY", "A"] and seen == {"VIA_RAY": "yes", "A": "/home/someone"}
+
+
+def test_ray_init_gets_the_script_only_inside_the_context(monkeypatch):
+    from ray._private.parameter import RayParams
+
+    with worker_setup.local_ray_workers() as setup:
+        assert setup == worker_setup.GRIDBENCH
+        assert RayParams().setup_worker_path == ray_worker_setup.__file__
+        assert RayParams(setup_worker_path="/asked.py").setup_worker_path == "/asked.py"
+    assert RayParams().setup_worker_path is None
+    monkeypatch.setenv(worker_setup.CHOICE_ENV, "ray")
+    with worker_setup.local_ray_workers() as setup:
+        assert setup == worker_setup.RAY and RayParams().setup_worker_path is None
+
+
+@pytest.mark.slow
+def test_a_local_rays_workers_start_through_gridbenchs_script_with_their_runtime_env(monkeypatch):
+    import ray
+
+    from gridbench.gridsearch.ray_session import RaySession
+
+    monkeypatch.setenv("GRIDBENCH_TEST_HOME", "/home/someone")
+    session = RaySession()
+    try:
+        session.start(SearchOptions(), cpus=1, gpus=0)
+        assert session.worker_setup == worker_setup.GRIDBENCH
+        (raylet,) = [p for p in psutil.Process().children(recursive=True) if p.name() == "raylet"]
+        assert any(ray_worker_setup.__file__ in part for part in raylet.cmdline())
+
+        @ray.remote(num_cpus=1, runtime_env={"env_vars": {"SEEN": "${GRIDBENCH_TEST_HOME}/y"}})
+        class Shows:
+            def variable(self) -> str | None:
+                return os.environ.get("SEEN")
+
+        assert ray.get(Shows.remote().variable.remote(), timeout=120) == "/home/someone/y"
+    finally:
+        session.stop()
