@@ -1,7 +1,7 @@
 """How a local Ray's raylet starts each Python worker: Ray's setup step, without importing Ray for it.
 
 The raylet starts every Python worker as `python setup_worker.py default_worker.py ARGS`. Ray's
-setup_worker.py imports Ray (0.8 s on the 2-core machine) only to read the runtime_env's context, a
+setup_worker.py imports Ray (0.88-0.90 s on the 2-core machine) only to read the runtime_env's context, a
 JSON of environment variables and the interpreter, and to exec the worker, which then imports Ray
 again. gridbench gives its local Ray this script instead (gridbench.gridsearch.worker_setup). It does
 the same with the standard library alone for the plain context that Tune's trial actors get (their
