@@ -1,4 +1,5 @@
-"""A trial's worker imports Keras without scikit-learn, which only Keras' own wrappers use (trial.keras_import)."""
+"""A trial's worker imports Keras without scikit-learn and matplotlib, which only Keras' wrappers and image galleries
+use (trial.keras_import)."""
 
 from __future__ import annotations
 
@@ -27,19 +28,21 @@ def _found(*args: str) -> dict:
 @pytest.mark.slow
 def test_keras_is_imported_without_sklearn_which_imports_as_usual_afterwards():
     found = _found()
-    assert found["hidden"] is True and found["sklearn_after_keras"] is False
+    assert found["hidden"] == ["sklearn", "matplotlib"]
+    assert found["sklearn_after_keras"] is False and found["matplotlib_after_keras"] is False
     assert found["keras_works"] is True
-    assert found["sklearn_later"] == "sklearn.base"
-    assert found["wrapper"].startswith("ImportError") and "scikit-learn" in found["wrapper"]  # the one thing lost
+    assert found["sklearn_later"] == "sklearn.base" and found["pyplot_later"] == "matplotlib.pyplot"
+    assert found["wrapper"].startswith("ImportError") and "scikit-learn" in found["wrapper"]  # the two things lost
+    assert found["gallery"].startswith("ImportError") and "matplotlib" in found["gallery"]
 
 
 @pytest.mark.slow
 def test_where_sklearn_was_imported_first_keras_keeps_its_wrappers():
     found = _found("sklearn-first")
-    assert found["hidden"] is False
+    assert found["hidden"] == ["matplotlib"]
     assert found["keras_works"] is True and found["wrapper"] == "works"
 
 
 def test_a_kernel_method_imports_no_keras(monkeypatch):
     monkeypatch.setattr(keras_import, "import_keras", lambda: pytest.fail("Keras imported for a kernel method"))
-    assert keras_import.import_for(get_workload("kernel_ridge", "test")) is False
+    assert keras_import.import_for(get_workload("kernel_ridge", "test")) == ()

@@ -1,11 +1,14 @@
-"""Keras' import in a trial's worker, without the scikit-learn that only Keras' own scikit-learn wrappers use.
+"""Keras' import in a trial's worker, without the scikit-learn and matplotlib that no trial uses.
 
-Keras imports scikit-learn as it is imported, for keras.wrappers (SKLearnClassifier and the like), which no
-trial uses. Without it, Keras' import took a median of 2.38 s against 3.74 s on 2 cores; on an H100 host, the
-headline's first trial took 2.98-3.45 s against 3.36-3.70 s (docs/results/around-training.md). A worker imports
-Keras with scikit-learn hidden, then unhides it, so that a trial's own modules (a kernel method, the digits data)
-import scikit-learn as usual. In such a worker, only keras.wrappers is left without it: its estimators say that
-scikit-learn is missing.
+Keras imports scikit-learn as it is imported, for keras.wrappers (SKLearnClassifier and the like), and
+matplotlib's pyplot, for keras.visualization's image galleries; no trial uses either. Without scikit-learn,
+Keras' import took a median of 2.38 s against 3.74 s on 2 cores; on an H100 host, the headline's first trial
+took 2.98-3.45 s against 3.36-3.70 s (docs/results/around-training.md). Hiding matplotlib as well took it to
+a median of 2.430 s against 2.921 s on 2 cores
+(docs/results/around-training/keras-import-2core-matplotlib.txt). A worker imports Keras with both hidden,
+then unhides them, so that a trial's own modules (a kernel method, the digits data, a user's model) import
+them as usual. In such a worker, only keras.wrappers and keras.visualization are left without them: they
+say that scikit-learn or matplotlib is missing.
 """
 
 from __future__ import annotations
@@ -14,20 +17,26 @@ import sys
 
 from gridbench.workloads import Workload
 
-
-def import_for(workload: Workload) -> bool:
-    """Imports Keras as below for a Keras workload (not a kernel method); True if scikit-learn was hidden."""
-    return workload.framework == "keras" and import_keras()
+# Keras imports each inside `try: ... except ImportError`, and only its wrappers and galleries use them.
+HIDDEN = ("sklearn", "matplotlib")
 
 
-def import_keras() -> bool:
-    """Imports Keras, with scikit-learn hidden from it if nothing has imported either yet; True if hidden."""
-    if "keras" in sys.modules or "sklearn" in sys.modules:
-        return False
-    sys.modules["sklearn"] = None  # type: ignore[assignment]  # `import sklearn` raises ImportError: Keras goes on
+def import_for(workload: Workload) -> tuple[str, ...]:
+    """Imports Keras as below for a Keras workload (not a kernel method); returns what was hidden from it."""
+    return import_keras() if workload.framework == "keras" else ()
+
+
+def import_keras() -> tuple[str, ...]:
+    """Imports Keras, hiding from it whichever of HIDDEN nothing has imported yet; returns those."""
+    if "keras" in sys.modules:
+        return ()
+    hidden = tuple(name for name in HIDDEN if name not in sys.modules)
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError: Keras goes on
     try:
         import keras  # noqa: F401
     finally:
-        if "sklearn" in sys.modules and sys.modules["sklearn"] is None:
-            del sys.modules["sklearn"]
-    return True
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    return hidden

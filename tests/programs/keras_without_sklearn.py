@@ -1,5 +1,5 @@
-"""`python keras_without_sklearn.py [sklearn-first]`: gridbench.trial.keras_import as a trial's worker runs it, then
-what the process finds, as one line `FOUND {json}` (test_keras_import)."""
+"""`python keras_without_sklearn.py [sklearn-first]`: gridbench.trial.keras_import (scikit-learn and matplotlib
+hidden) as a trial's worker runs it, then what the process finds, as one line `FOUND {json}` (test_keras_import)."""
 
 import json
 import sys
@@ -10,7 +10,11 @@ if __name__ == "__main__":
 
     from gridbench.trial import keras_import
 
-    found = {"hidden": keras_import.import_keras(), "sklearn_after_keras": "sklearn" in sys.modules}
+    found = {
+        "hidden": list(keras_import.import_keras()),
+        "sklearn_after_keras": "sklearn" in sys.modules,
+        "matplotlib_after_keras": "matplotlib" in sys.modules,
+    }
     import keras
     import numpy as np
 
@@ -26,4 +30,14 @@ if __name__ == "__main__":
         found["wrapper"] = "works"
     except ImportError as err:
         found["wrapper"] = f"ImportError: {err}"
+    import keras.visualization
+
+    try:
+        keras.visualization.plot_image_gallery(np.zeros((1, 4, 4, 3)))
+        found["gallery"] = "works"
+    except ImportError as err:
+        found["gallery"] = f"ImportError: {err}"
+    import matplotlib.pyplot as plt  # the same: a trial's own modules import it as usual afterwards
+
+    found["pyplot_later"] = plt.__name__
     print("FOUND " + json.dumps(found), flush=True)
