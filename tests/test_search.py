@@ -131,7 +131,7 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
     # Workers start with their trials unless --prestart-workers asks (off by default: on 2 cores it did not pay).
     assert parent.tags["prestart_workers"] == "off" and parent.metrics["workers_prestarted"] == 0
     assert parent.metrics["workers_started_ahead"] == 0 and parent.metrics["import_ahead_s"] == 0
-    assert parent.tags["ray.worker_setup"] == "gridbench"  # its raylet started the workers through gridbench's script
+    assert parent.tags["ray.start"] == "lean"  # workers started through gridbench's script, no API server
     for tag in (
         "cpu.model",
         "cpu.cores_usable",

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from gridbench.errors import UserError, stderr_into
-from gridbench.gridsearch import lifecycle, placement, precompile, prestart, user_check, worker_setup
+from gridbench.gridsearch import lifecycle, local_ray, placement, precompile, prestart, user_check
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan
 from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 def _start_ray(
     address: str | None, cpus: int, gpus: int, ray_dir: str | None = None, runtime_env: dict | None = None
 ) -> str:
-    """Starts (or joins) Ray; returns the script its raylet starts Python workers with (worker_setup)."""
+    """Starts (or joins) Ray; returns how: local_ray.LEAN or local_ray.RAY."""
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
@@ -51,8 +51,8 @@ def _start_ray(
             except (ConnectionError, RuntimeError, ValueError) as err:
                 held.seek(0)
                 raise UserError(cannot_join(address, err, held.read().decode(errors="replace"))) from None
-        return worker_setup.RAY
-    with worker_setup.local_ray_workers() as setup:
+        return local_ray.RAY
+    with local_ray.lean_start() as start:
         ray.init(
             # A user's model and loader modules, uploaded so that every worker imports them.
             runtime_env=runtime_env,
@@ -68,7 +68,7 @@ def _start_ray(
             _system_config={"prestart_worker_first_driver": False},
             **quiet,
         )
-    return setup
+    return start
 
 
 def cannot_join(address: str, err: BaseException, ray_output: str) -> str:
@@ -102,7 +102,7 @@ class RaySession:
 
     def __init__(self, open_store_early: bool = False) -> None:
         self.ray_start_s: float | None = None
-        self.worker_setup = worker_setup.RAY  # the script Ray's raylet starts Python workers with
+        self.ray_start = local_ray.RAY  # how this search's Ray was started (gridbench.gridsearch.local_ray)
         self.signals: lifecycle.StopSignals | None = None
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
@@ -117,6 +117,7 @@ class RaySession:
         self.prestart_failure = ""  # why no worker was started ahead, where the request failed
         self._prestart_plan: SearchPlan | None = None
         self._prestart_state = "off"  # off, then waiting (Ray started with the hook), then asked
+        self._imports: threading.Thread | None = None  # MLflow and Ray Tune, imported beside Ray's start
 
     @property
     def started(self) -> bool:
@@ -155,6 +156,7 @@ class RaySession:
                 return
             self._prestart_state = "asked"
         try:
+            self.imports_done()  # prestart imports from ray.tune
             prestart.write_plan(plan, self._plan_file())
             prestart.prestart_workers(plan.concurrency)
             self.workers_prestarted = plan.concurrency
@@ -165,6 +167,16 @@ class RaySession:
                 f"first trial (--no-prestart-workers says so without trying)",
                 file=sys.stderr,
             )
+
+    def imports_done(self) -> None:
+        """Waits for the imports started beside Ray's start, before this thread imports from the same packages.
+
+        Two threads importing Ray Tune at once can meet in its circular imports, and Python then hands one of them
+        a partly initialised module (ImportError: "partially initialized module 'ray.train._internal.
+        checkpoint_manager'"): seen once Ray started faster than Tune imported, with --prestart-workers.
+        """
+        if self._imports is not None:
+            self._imports.join()
 
     def _plan_file(self) -> str:
         return os.path.join(self.directory.path, "prestart.json")
@@ -215,13 +227,14 @@ class RaySession:
         self.processes = lifecycle.OwnProcesses()
         if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
             self.processes.adopt(self.precompiler.pids)
-        threading.Thread(target=_import_for_later, name="gridbench-import", daemon=True).start()
+        self._imports = threading.Thread(target=_import_for_later, name="gridbench-import", daemon=True)
+        self._imports.start()
         ahead = options.prestart_workers and not options.address  # a cluster's nodes would each need asking
         if ahead:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
         start = time.perf_counter()
         try:
-            self.worker_setup = _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
+            self.ray_start = _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
         except SystemExit as exited:
             # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
             if exited.code == signal.SIGTERM:
@@ -412,6 +425,7 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
                     f"(continue it with `{resume_command(run_id, plan.tracking_uri)}`)",
                     file=sys.stderr,
                 )
+            session.imports_done()  # Tune's start, next, imports from ray.tune in this thread
             # Ray would queue a trial no node can hold forever.
             placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
             return recorder, ray_start_s, dict(ray.cluster_resources())

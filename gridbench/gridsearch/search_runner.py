@@ -168,7 +168,7 @@ def _start_parent(
     concurrency = plan.concurrency_on(resources.get("CPU", 0), resources.get("GPU", 0))
     tags = search_tags(plan, env, resources, len([n for n in ray.nodes() if n.get("Alive")]), extra_tags)
     tags.update(driver_tags())
-    tags[schema.RAY_WORKER_SETUP] = session.worker_setup
+    tags[schema.RAY_START] = session.ray_start
     if resume is not None:
         recorder.resume(resume.parent_run_id, tags)
     else:

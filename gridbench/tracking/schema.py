@@ -245,12 +245,12 @@ PRESTART_WORKERS = _tag(
     since=7,
     default="off",
 )
-RAY_WORKER_SETUP = _tag(
-    "ray.worker_setup",
+RAY_START = _tag(
+    "ray.start",
     On.SEARCH,
-    "the script a local Ray's raylet started Python workers with: gridbench (gridbench.trial.ray_worker_setup, Ray's "
-    "setup without importing Ray; it hands other runtime_envs to Ray's) or ray (Ray's setup_worker.py: a cluster, "
-    "GRIDBENCH_RAY_WORKER_SETUP=ray, and every search before schema 8)",
+    "how a local Ray was started: lean (its workers started through gridbench.trial.ray_worker_setup, and no API "
+    "server: gridbench.gridsearch.local_ray) or ray (as ray.init starts it: a cluster, GRIDBENCH_RAY_START=ray, and "
+    "every search before schema 8)",
     since=8,
     default="ray",
 )

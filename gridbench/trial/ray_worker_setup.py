@@ -3,12 +3,12 @@
 The raylet starts every Python worker as `python setup_worker.py default_worker.py ARGS`. Ray's
 setup_worker.py imports Ray (0.88-0.90 s on the 2-core machine) only to read the runtime_env's context, a
 JSON of environment variables and the interpreter, and to exec the worker, which then imports Ray
-again. gridbench gives its local Ray this script instead (gridbench.gridsearch.worker_setup). It does
+again. gridbench gives its local Ray this script instead (gridbench.gridsearch.local_ray). It does
 the same with the standard library alone for the plain context that Tune's trial actors get (their
 environment variables, this interpreter), and hands any other context (a command prefix such as
 conda's or a container's, another interpreter, another entry point, Java) to Ray's own script as it was
 given. On 2 cores an actor with Tune's runtime_env was ready in a median of 1.119 s instead of 1.550 s
-(benchmarks/worker_setup_ab.py, docs/results/around-training/worker-setup-2core.txt).
+(benchmarks/worker_setup_ab.py at 4da123a, docs/results/around-training/worker-setup-2core.txt).
 
 It runs as a script in the worker's process before the worker exists: standard library only.
 """

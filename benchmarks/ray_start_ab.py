@@ -1,12 +1,12 @@
-"""A Tune trial actor's start on a local Ray, its workers started through Ray's setup_worker.py ("ray") and through
-gridbench.trial.ray_worker_setup ("gridbench"), alternately in fresh processes (issue "Everything around the
-training").
+"""A local Ray's start and a Tune trial actor's start on it, with Ray started as ray.init starts it ("ray") and as
+gridbench starts it ("lean": gridbench.gridsearch.local_ray), alternately in fresh processes (issue "Everything
+around the training").
 
-    python benchmarks/worker_setup_ab.py [--pairs 5]
+    python benchmarks/ray_start_ab.py [--pairs 5]
 
-Each process starts Ray as a search does (gridbench.gridsearch.ray_session, GRIDBENCH_RAY_WORKER_SETUP choosing the
-script), then times one actor with Tune's runtime_env from its creation to its first answer, which is what a
-search's first trial waits for before Tune's own import. The actor answers with its Ray import time as well.
+Each process starts Ray as a search does (gridbench.gridsearch.ray_session, GRIDBENCH_RAY_START choosing how) and
+times it, then times one actor with Tune's runtime_env from its creation to its first answer, which is what a
+search's first trial waits for before Tune's own import.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ try:
             return os.getpid()
     start = time.perf_counter()
     pid = ray.get(Trial.remote().pid.remote())
-    print(json.dumps({"setup": session.worker_setup, "ready_s": time.perf_counter() - start,
+    print(json.dumps({"start": session.ray_start, "ready_s": time.perf_counter() - start,
                       "ray_start_s": session.ray_start_s}))
 finally:
     session.stop()
@@ -44,22 +44,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5)
     args = parser.parse_args()
-    ready: dict[str, list[float]] = {"ray": [], "gridbench": []}
+    ready: dict[str, list[float]] = {"ray": [], "lean": []}
+    ray_start: dict[str, list[float]] = {"ray": [], "lean": []}
     for pair in range(1, args.pairs + 1):
         for choice in ready:
-            env = {**os.environ, "GRIDBENCH_RAY_WORKER_SETUP": choice}
+            env = {**os.environ, "GRIDBENCH_RAY_START": choice}
             out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
             if out.returncode != 0:
                 sys.exit(f"pair {pair}, {choice}: exit {out.returncode}\n{out.stderr[-2000:]}")
             result = json.loads(out.stdout.strip().splitlines()[-1])
-            assert result["setup"] == choice, result
+            assert result["start"] == choice, result
             ready[choice].append(result["ready_s"])
+            ray_start[choice].append(result["ray_start_s"])
             print(
                 f"pair {pair}, {choice}: actor ready {result['ready_s']:.3f} s (Ray's start {result['ray_start_s']:.2f} s)",
                 flush=True,
             )
-    for choice, values in ready.items():
-        print(f"{choice}: median {statistics.median(values):.3f} s [{min(values):.3f}-{max(values):.3f}]")
+    for choice in ready:
+        for what, values in (("Ray's start", ray_start[choice]), ("actor ready", ready[choice])):
+            print(f"{choice}, {what}: median {statistics.median(values):.3f} s [{min(values):.3f}-{max(values):.3f}]")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""A local Ray starts its Python workers through gridbench.trial.ray_worker_setup, not Ray's setup_worker.py."""
+"""A local Ray starts lean: its Python workers through gridbench.trial.ray_worker_setup, not Ray's setup_worker.py,
+and no API server (gridbench.gridsearch.local_ray)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from gridbench.gridsearch import worker_setup
+from gridbench.gridsearch import local_ray
 from gridbench.gridsearch.options import SearchOptions
 from gridbench.trial import ray_worker_setup
 
@@ -77,21 +78,29 @@ def test_any_other_context_is_handed_to_rays_own_script(tmp_path):
     assert args == ["VIA_RAY", "A"] and seen == {"VIA_RAY": "yes", "A": "/home/someone"}
 
 
-def test_ray_init_gets_the_script_only_inside_the_context(monkeypatch):
+def test_ray_init_starts_lean_only_inside_the_context(monkeypatch):
+    from ray._private.node import Node
     from ray._private.parameter import RayParams
 
-    with worker_setup.local_ray_workers() as setup:
-        assert setup == worker_setup.GRIDBENCH
+    rays_api_server = Node.start_api_server
+    with local_ray.lean_start() as start:
+        assert start == local_ray.LEAN
         assert RayParams().setup_worker_path == ray_worker_setup.__file__
         assert RayParams(setup_worker_path="/asked.py").setup_worker_path == "/asked.py"
-    assert RayParams().setup_worker_path is None
-    monkeypatch.setenv(worker_setup.CHOICE_ENV, "ray")
-    with worker_setup.local_ray_workers() as setup:
-        assert setup == worker_setup.RAY and RayParams().setup_worker_path is None
+        assert Node.start_api_server is not rays_api_server
+    assert RayParams().setup_worker_path is None and Node.start_api_server is rays_api_server
+    monkeypatch.setenv(local_ray.CHOICE_ENV, "ray")
+    with local_ray.lean_start() as start:
+        assert start == local_ray.RAY and RayParams().setup_worker_path is None
+        assert Node.start_api_server is rays_api_server
+
+
+def _ray_processes() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
 
 
 @pytest.mark.slow
-def test_a_local_rays_workers_start_through_gridbenchs_script_with_their_runtime_env(monkeypatch):
+def test_a_lean_local_ray_has_no_api_server_and_starts_workers_through_gridbenchs_script(monkeypatch):
     import ray
 
     from gridbench.gridsearch.ray_session import RaySession
@@ -100,9 +109,14 @@ def test_a_local_rays_workers_start_through_gridbenchs_script_with_their_runtime
     session = RaySession()
     try:
         session.start(SearchOptions(), cpus=1, gpus=0)
-        assert session.worker_setup == worker_setup.GRIDBENCH
-        (raylet,) = [p for p in psutil.Process().children(recursive=True) if p.name() == "raylet"]
+        assert session.ray_start == local_ray.LEAN
+        processes = _ray_processes()
+        (raylet,) = [p for p in processes if p.name() == "raylet"]
         assert any(ray_worker_setup.__file__ in part for part in raylet.cmdline())
+        # Ray's API server runs ray/dashboard/dashboard.py; the raylet's agents (dashboard/agent.py) stay.
+        assert not [
+            p.cmdline() for p in processes if any(part.endswith("dashboard/dashboard.py") for part in p.cmdline())
+        ]
 
         @ray.remote(num_cpus=1, runtime_env={"env_vars": {"SEEN": "${GRIDBENCH_TEST_HOME}/y"}})
         class Shows:
