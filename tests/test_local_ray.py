@@ -85,10 +85,11 @@ def test_ray_init_starts_lean_only_inside_the_context(monkeypatch):
     rays_api_server = Node.start_api_server
     with local_ray.lean_start() as start:
         assert start == local_ray.LEAN
-        assert RayParams().setup_worker_path == ray_worker_setup.__file__
+        assert RayParams().setup_worker_path == ray_worker_setup.__file__ and RayParams().no_monitor is True
         assert RayParams(setup_worker_path="/asked.py").setup_worker_path == "/asked.py"
         assert Node.start_api_server is not rays_api_server
-    assert RayParams().setup_worker_path is None and Node.start_api_server is rays_api_server
+    assert RayParams().setup_worker_path is None and not RayParams().no_monitor
+    assert Node.start_api_server is rays_api_server
     monkeypatch.setenv(local_ray.CHOICE_ENV, "ray")
     with local_ray.lean_start() as start:
         assert start == local_ray.RAY and RayParams().setup_worker_path is None
@@ -100,7 +101,7 @@ def _ray_processes() -> list[psutil.Process]:
 
 
 @pytest.mark.slow
-def test_a_lean_local_ray_has_no_api_server_and_starts_workers_through_gridbenchs_script(monkeypatch):
+def test_a_lean_local_ray_has_no_api_server_nor_monitor_and_starts_workers_through_gridbenchs_script(monkeypatch):
     import ray
 
     from gridbench.gridsearch.ray_session import RaySession
@@ -113,10 +114,10 @@ def test_a_lean_local_ray_has_no_api_server_and_starts_workers_through_gridbench
         processes = _ray_processes()
         (raylet,) = [p for p in processes if p.name() == "raylet"]
         assert any(ray_worker_setup.__file__ in part for part in raylet.cmdline())
-        # Ray's API server runs ray/dashboard/dashboard.py; the raylet's agents (dashboard/agent.py) stay.
-        assert not [
-            p.cmdline() for p in processes if any(part.endswith("dashboard/dashboard.py") for part in p.cmdline())
-        ]
+        # Ray's API server runs ray/dashboard/dashboard.py, its autoscaler monitor autoscaler/_private/monitor.py;
+        # the raylet's agents (dashboard/agent.py) stay.
+        gone = ("dashboard/dashboard.py", "_private/monitor.py")
+        assert not [p.cmdline() for p in processes if any(part.endswith(gone) for part in p.cmdline())]
 
         @ray.remote(num_cpus=1, runtime_env={"env_vars": {"SEEN": "${GRIDBENCH_TEST_HOME}/y"}})
         class Shows:

@@ -1,4 +1,4 @@
-"""How gridbench starts a local Ray: leaner than ray.init alone, by two steps that ray.init has no argument for.
+"""How gridbench starts a local Ray: leaner than ray.init alone, by three steps that ray.init has no argument for.
 
 - Its raylet starts each Python worker through gridbench.trial.ray_worker_setup, not Ray's setup_worker.py,
   which imports Ray before it execs the worker, which imports Ray again: a worker's start paid twice, on the
@@ -9,8 +9,11 @@
   waits until that process has started (about 2 s of Ray's start on an H100 host, sampled:
   docs/results/around-training.md). Ray's node is told the server's address is empty, as Ray tells it when
   the dashboard is off, and starts none.
+- No autoscaler monitor: a local Ray of a fixed size has nothing to scale (RayParams' no_monitor, as `ray start`
+  sets it for the Ray operator on Kubernetes). It is a Python process importing Ray's autoscaler beside the
+  search's start, and the last of Ray's processes to end (gridbench ended it first, ray_session._stop_ray).
 
-Both are private to Ray (2.60 here), so each is applied only where this Ray has it as expected; otherwise, and
+All three are private to Ray (2.60 here), so they are applied only where this Ray has them as expected; otherwise, and
 with GRIDBENCH_RAY_START=ray, Ray starts as ray.init starts it. A cluster's nodes were started by `ray start`.
 """
 
@@ -23,7 +26,7 @@ from collections.abc import Iterator
 
 from gridbench.trial import ray_worker_setup
 
-LEAN = "lean"  # workers started through gridbench.trial.ray_worker_setup, and no API server
+LEAN = "lean"  # workers started through gridbench.trial.ray_worker_setup, no API server, no autoscaler monitor
 RAY = "ray"  # as ray.init starts it: a cluster, GRIDBENCH_RAY_START=ray, or a Ray without the two hooks
 CHOICE_ENV = "GRIDBENCH_RAY_START"
 
@@ -38,8 +41,9 @@ def lean_start() -> Iterator[str]:
     params, node = hooks
     original_params, original_api_server = params.__init__, node.start_api_server
 
-    def params_init(self, *args, setup_worker_path=None, **kwargs):
-        original_params(self, *args, setup_worker_path=setup_worker_path or ray_worker_setup.__file__, **kwargs)
+    def params_init(self, *args, setup_worker_path=None, no_monitor=False, **kwargs):
+        setup_worker_path = setup_worker_path or ray_worker_setup.__file__
+        original_params(self, *args, setup_worker_path=setup_worker_path, no_monitor=True, **kwargs)
 
     def no_api_server(self, *, include_dashboard, raise_on_failure):
         if include_dashboard:  # asked for: Ray's own
@@ -62,7 +66,9 @@ def _hooks():
     except ImportError:
         return None
     api_server = getattr(Node, "start_api_server", None)
-    if api_server is None or "setup_worker_path" not in inspect.signature(RayParams.__init__).parameters:
+    if api_server is None or not {"setup_worker_path", "no_monitor"} <= set(
+        inspect.signature(RayParams.__init__).parameters
+    ):
         return None
     if set(inspect.signature(api_server).parameters) != {"self", "include_dashboard", "raise_on_failure"}:
         return None
