@@ -248,9 +248,9 @@ PRESTART_WORKERS = _tag(
 RAY_START = _tag(
     "ray.start",
     On.SEARCH,
-    "how a local Ray was started: lean (its workers started through gridbench.trial.ray_worker_setup, and no API "
-    "server: gridbench.gridsearch.local_ray) or ray (as ray.init starts it: a cluster, GRIDBENCH_RAY_START=ray, and "
-    "every search before schema 8)",
+    "how a local Ray was started: lean (its workers started through gridbench.trial.ray_worker_setup, no API server, "
+    "no autoscaler monitor: gridbench.gridsearch.local_ray) or ray (as ray.init starts it: a cluster, "
+    "GRIDBENCH_RAY_START=ray, and every search before schema 8)",
     since=8,
     default="ray",
 )
