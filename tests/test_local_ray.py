@@ -96,6 +96,16 @@ def test_ray_init_starts_lean_only_inside_the_context(monkeypatch):
         assert Node.start_api_server is rays_api_server
 
 
+def test_an_unknown_choice_of_start_is_refused_in_one_line(tmp_path):
+    env = {**os.environ, local_ray.CHOICE_ENV: "fast"}
+    command = [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        "gridbench: error: GRIDBENCH_RAY_START='fast': say lean (the default) or ray, or leave it unset"
+    ], result.stderr
+
+
 def _ray_processes() -> list[psutil.Process]:
     return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
 

@@ -24,24 +24,28 @@ import inspect
 import os
 from collections.abc import Iterator
 
+from gridbench.errors import UserError
 from gridbench.trial import ray_worker_setup
 
 LEAN = "lean"  # workers started through gridbench.trial.ray_worker_setup, no API server, no autoscaler monitor
-RAY = "ray"  # as ray.init starts it: a cluster, GRIDBENCH_RAY_START=ray, or a Ray without the two hooks
+RAY = "ray"  # as ray.init starts it: a cluster, GRIDBENCH_RAY_START=ray, or a Ray that lacks what _hooks looks for
 CHOICE_ENV = "GRIDBENCH_RAY_START"
 
 
 @contextlib.contextmanager
 def lean_start() -> Iterator[str]:
     """While ray.init starts a local Ray (dashboard off), it starts lean where it can; yields LEAN or RAY."""
-    hooks = _hooks() if os.environ.get(CHOICE_ENV, LEAN) != RAY else None
+    choice = os.environ.get(CHOICE_ENV, LEAN)
+    if choice not in (LEAN, RAY):
+        raise UserError(f"{CHOICE_ENV}={choice!r}: say {LEAN} (the default) or {RAY}, or leave it unset")
+    hooks = _hooks() if choice == LEAN else None
     if hooks is None:
         yield RAY
         return
     params, node = hooks
     original_params, original_api_server = params.__init__, node.start_api_server
 
-    def params_init(self, *args, setup_worker_path=None, no_monitor=False, **kwargs):
+    def params_init(self, *args, setup_worker_path=None, no_monitor=False, **kwargs):  # noqa: ARG001 - always none
         setup_worker_path = setup_worker_path or ray_worker_setup.__file__
         original_params(self, *args, setup_worker_path=setup_worker_path, no_monitor=True, **kwargs)
 
