@@ -117,7 +117,8 @@ def test_a_command_line_search_turns_the_collector_back_on_once_its_parent_run_h
         ray.nodes = lambda: []
         plan = types.SimpleNamespace(concurrency_on=lambda cpus, gpus: 1, spec=types.SimpleNamespace(to_dict=dict))
         collector.pause_for_startup()  # as cli.run does
-        search_runner._start_parent(plan, None, None, {}, None)
+        session = types.SimpleNamespace(ray_start="lean")  # how its Ray started: a tag of the parent run
+        search_runner._start_parent(plan, None, session, {}, None)
         assert started == [False], started
         assert gc.isenabled() and gc.get_freeze_count() > 0
         print("ok")
