@@ -220,33 +220,36 @@ def _watched(tmp_path, keep=False):
     watchdog = Watchdog(directory)
     stranger = subprocess.Popen(["sleep", "60"])  # handed over with another start time: a reused pid, not ours
     watchdog.guard({shell.pid: psutil.Process(shell.pid).create_time(), stranger.pid: 1.0})
-    return directory, watchdog, shell, sleeper, stranger
+    # Never guarded, and below none that is: found by the search's directory on its command line, as Ray's are.
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={directory.path}/ray"])
+    return directory, watchdog, shell, sleeper, stranger, orphan
 
 
 @pytest.mark.parametrize("keep", [False, True])
 def test_the_watchdog_ends_what_it_guards_and_the_directory_when_the_driver_dies(tmp_path, keep):
-    directory, watchdog, shell, sleeper, stranger = _watched(tmp_path, keep)
+    directory, watchdog, shell, sleeper, stranger, orphan = _watched(tmp_path, keep)
     try:
         watchdog._process.stdin.close()  # what the kernel does to the pipe when the driver dies, however
         assert shell.wait(timeout=10) == -signal.SIGTERM
         assert psutil.wait_procs([sleeper], timeout=10)[1] == []  # started after the list was sent: found below it
+        assert orphan.wait(timeout=10) == -signal.SIGTERM
         assert watchdog._process.wait(timeout=10) == 0
         assert directory.path.exists() == keep
         assert stranger.poll() is None
     finally:
-        for process in (shell, stranger):
+        for process in (shell, stranger, orphan):
             process.kill()
         shutil.rmtree(directory.path, ignore_errors=True)
 
 
 def test_the_watchdog_leaves_when_the_driver_cleaned_up_itself(tmp_path):
-    directory, watchdog, shell, sleeper, stranger = _watched(tmp_path)
+    directory, watchdog, shell, sleeper, stranger, orphan = _watched(tmp_path)
     try:
         watchdog.leave()
         assert watchdog._process.returncode == 0
-        assert shell.poll() is None and sleeper.is_running() and directory.path.exists()
+        assert shell.poll() is None and sleeper.is_running() and orphan.poll() is None and directory.path.exists()
     finally:
-        for process in (shell, stranger):
+        for process in (shell, stranger, orphan):
             process.kill()
         sleeper.kill()
         shutil.rmtree(directory.path, ignore_errors=True)

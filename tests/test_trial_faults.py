@@ -106,7 +106,7 @@ def still_running(seen: dict[int, float]) -> list[str]:
         try:
             process = psutil.Process(pid)
             if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
-                running.append(f"{pid} {process.name()}")
+                running.append(f"{pid} {process.name()} {' '.join(process.cmdline())[:300]}")
         except psutil.Error:
             pass
     return running

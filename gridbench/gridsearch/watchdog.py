@@ -91,9 +91,26 @@ def _with_descendants(roots: dict[int, float]) -> dict[int, float]:
     return found
 
 
-def end(processes: dict[int, float], grace_s: float = GRACE_S) -> None:
-    """SIGTERM to each, SIGKILL to those still running after `grace_s`; by PID and start time only."""
-    targets = _with_descendants(processes)
+def _of_search(directory: str) -> dict[int, float]:
+    """Running processes that name the search's directory on their command line, this one aside.
+
+    Ray gives every process it starts the session's directory (`--temp-dir`, `--session-dir`), which is inside the
+    search's own. So are found the workers that the raylet started after the driver last noted its processes, and
+    that its death left to init: one still importing Ray outlived the search (CI, once).
+    """
+    found = {}
+    for process in psutil.process_iter(["cmdline", "create_time"]):
+        command = process.info["cmdline"] or ()
+        if process.pid != os.getpid() and any(directory in part for part in command):
+            found[process.pid] = process.info["create_time"]
+    return found
+
+
+def end(processes: dict[int, float], directory: str | None = None, grace_s: float = GRACE_S) -> None:
+    """SIGTERM to each, SIGKILL to those still running after `grace_s`; by PID and start time only.
+
+    With `directory`, also to the processes that name it (_of_search)."""
+    targets = {**_with_descendants(processes), **(_of_search(directory) if directory else {})}
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
         for pid, started in targets.items():
             if _alive(pid, started):
@@ -132,7 +149,7 @@ def main(argv: list[str]) -> int:
     # died under it; once it has said so, the raylet's log saying its shutdown began is the driver's doing.
     raylet_first = any(watcher.died_first.is_set() for watcher in watchers)
     node_died = raylet_first or (not said_ending() and _node_died(raylet, directory))
-    end(noted)
+    end(noted, directory)
     if node_died and search:
         _end_search(search)
     elif node_died:
