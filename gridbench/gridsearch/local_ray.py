@@ -45,7 +45,7 @@ def lean_start() -> Iterator[str]:
     params, node = hooks
     original_params, original_api_server = params.__init__, node.start_api_server
 
-    def params_init(self, *args, setup_worker_path=None, no_monitor=False, **kwargs):  # noqa: ARG001 - always none
+    def params_init(self, *args, setup_worker_path=None, no_monitor=False, **kwargs):  # no_monitor: always True
         setup_worker_path = setup_worker_path or ray_worker_setup.__file__
         original_params(self, *args, setup_worker_path=setup_worker_path, no_monitor=True, **kwargs)
 

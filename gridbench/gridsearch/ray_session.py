@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from gridbench.errors import UserError, stderr_into
 from gridbench.gridsearch import lifecycle, local_ray, placement, precompile, prestart, user_check
@@ -35,22 +35,10 @@ if TYPE_CHECKING:
 
 
 def _start_ray(
-    address: str | None,
-    cpus: int,
-    gpus: int,
-    ray_dir: str | None = None,
-    runtime_env: dict | None = None,
-    then: Callable[[], None] = lambda: None,
+    address: str | None, cpus: int, gpus: int, ray_dir: str | None = None, runtime_env: dict | None = None
 ) -> str:
-    """Starts (or joins) Ray, calling `then` once Ray is imported; returns how: local_ray.LEAN or local_ray.RAY.
-
-    `then` starts the imports for later: after Ray's own import, which they would slow by sharing the GIL, and
-    beside ray.init, which mostly waits for Ray's processes. On 2 cores the trials were launched after a median
-    of 5.1 s against 5.4 s with the imports started first (docs/results/around-training/import-order-2core.txt).
-    """
+    """Starts (or joins) Ray; returns how: local_ray.LEAN or local_ray.RAY."""
     import ray
-
-    then()
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
     if address:
@@ -180,7 +168,7 @@ class RaySession:
                 file=sys.stderr,
             )
 
-    def _import_for_later(self) -> None:
+    def _start_imports(self) -> None:
         """Imports MLflow and Ray Tune on a thread while Ray starts: the store then opens, and Tune starts, sooner."""
         self._imports = threading.Thread(target=_import_for_later, name="gridbench-import", daemon=True)
         self._imports.start()
@@ -249,9 +237,13 @@ class RaySession:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
         start = time.perf_counter()
         try:
-            self.ray_start = _start_ray(
-                options.address, cpus, gpus, self.directory.ray_dir, runtime_env, then=self._import_for_later
-            )
+            # Ray's import first and alone, then the imports for later beside ray.init, which mostly waits for Ray's
+            # processes: started before it, they slowed Ray's import by sharing the GIL. On 2 cores the trials were
+            # launched after a median of 5.1 s against 5.4 s (docs/results/around-training/import-order-2core.txt).
+            import ray  # noqa: F401
+
+            self._start_imports()
+            self.ray_start = _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
         except SystemExit as exited:
             # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
             if exited.code == signal.SIGTERM:

@@ -95,8 +95,8 @@ def _of_search(directory: str) -> dict[int, float]:
     """Running processes that name the search's directory on their command line, this one aside.
 
     Ray gives every process it starts the session's directory (`--temp-dir`, `--session-dir`), which is inside the
-    search's own. So are found the workers that the raylet started after the driver last noted its processes, and
-    that its death left to init: one still importing Ray outlived the search (CI, once).
+    search's own. That finds a worker the raylet started after the driver last noted its processes, once the
+    raylet's death has left it to init, below no noted process: one outlived a search in CI, once.
     """
     found = {}
     for process in psutil.process_iter(["cmdline", "create_time"]):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -59,8 +60,6 @@ def rays_setup_worker() -> str:
 
 
 def main(argv: list[str]) -> None:
-    import json
-
     serialized, language, worker_command = parse(argv)
     context = json.loads(serialized)
     if not plain(context, language):
