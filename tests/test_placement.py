@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from test_trial import context_for
@@ -154,6 +155,76 @@ def test_gpu_samples_are_summarised_as_mean_and_peak():
         "gpu_mem_used_gib_mean": 2.0,
         "gpu_mem_used_gib_peak": 3.0,
     }
+
+
+class FakeNvml:
+    """pynvml's calls that gpu_monitor makes, counted; one GPU of 80 GiB at every index."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, fail_init: int = 0):
+        self.calls = {"init": 0, "shutdown": 0, "name": 0}
+        self.fail_init = fail_init  # the first this many nvmlInit calls raise, as on a host without a driver
+
+    def nvmlInit(self):
+        self.calls["init"] += 1
+        if self.calls["init"] <= self.fail_init:
+            raise self.NVMLError("Driver Not Loaded")
+
+    def nvmlShutdown(self):
+        self.calls["shutdown"] += 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetName(self, handle):
+        self.calls["name"] += 1
+        return b"Fake GPU"
+
+    def nvmlDeviceGetUUID(self, handle):
+        return f"GPU-{handle}"
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return type("Memory", (), {"total": 80 * gpu_monitor.GIB, "used": 2 * gpu_monitor.GIB})()
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return type("Rates", (), {"gpu": 40})()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return []
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    def install(**kwargs):
+        fake = FakeNvml(**kwargs)
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
+        return fake
+
+    gpu_monitor.nvml.cache_clear()
+    gpu_monitor.describe.cache_clear()
+    yield install
+    gpu_monitor.nvml.cache_clear()
+    gpu_monitor.describe.cache_clear()
+
+
+def test_a_worker_starts_nvml_once_and_asks_about_its_gpu_once_whatever_the_trials(fake_nvml):
+    fake = fake_nvml()
+    for _ in range(3):  # three trials in one worker: tags, then sampling while they train
+        assert gpu_monitor.describe(1) == {"gpu.name": "Fake GPU", "gpu.uuid": "GPU-1", "gpu.memory_gib": "80.0"}
+        with gpu_monitor.GpuSampler(1, interval=60) as sampler:
+            pass
+        assert sampler.metrics()["gpu_util_pct_mean"] == 40.0
+    assert gpu_monitor.memory_held(1) == "GPU 1: 2.0 of 80.0 GiB in use"
+    assert fake.calls == {"init": 1, "shutdown": 0, "name": 1}
+
+
+def test_nvml_that_failed_to_start_is_tried_again_and_an_out_of_memory_line_goes_without_it(fake_nvml):
+    fake = fake_nvml(fail_init=1)
+    assert gpu_monitor.memory_held(0) is None
+    assert gpu_monitor.memory_held(0) == "GPU 0: 2.0 of 80.0 GiB in use"
+    assert fake.calls["init"] == 2
 
 
 @pytest.mark.parametrize("visible, indices", [("0", [0]), ("1,3", [1, 3]), ("", []), (None, [])])

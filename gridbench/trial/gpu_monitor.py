@@ -7,11 +7,26 @@ for the device and, where NVML can see this process, for the trial alone.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import threading
 
 GIB = 2**30
+
+
+@functools.cache
+def nvml():
+    """NVML (pynvml), initialised once in this process and left so until it exits.
+
+    Initialising and shutting it down around every trial cost each trial about 0.1 s on a host of 4 H200s, in its
+    wall time (py-spy over a 4-GPU search, docs/results/around-training.md); a failed start is not kept, so a later
+    call tries again.
+    """
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml
 
 
 def assigned_gpu_indices() -> list[int]:
@@ -23,33 +38,24 @@ def assigned_gpu_indices() -> list[int]:
     return [int(d) for d in visible.split(",") if d.strip().isdigit()]
 
 
+@functools.cache
 def describe(index: int) -> dict[str, str]:
-    """The GPU's model, memory and UUID, as trial tags."""
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        return {
-            "gpu.name": _text(pynvml.nvmlDeviceGetName(handle)),
-            "gpu.uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
-            "gpu.memory_gib": f"{pynvml.nvmlDeviceGetMemoryInfo(handle).total / GIB:.1f}",
-        }
-    finally:
-        pynvml.nvmlShutdown()
+    """The GPU's model, memory and UUID, as trial tags: asked once per GPU in a worker, whose later trials reuse it."""
+    pynvml = nvml()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    return {
+        "gpu.name": _text(pynvml.nvmlDeviceGetName(handle)),
+        "gpu.uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+        "gpu.memory_gib": f"{pynvml.nvmlDeviceGetMemoryInfo(handle).total / GIB:.1f}",
+    }
 
 
 def memory_held(index: int) -> str | None:
     """What the GPU holds now, as 'GPU 0: 71.2 of 79.1 GiB in use' (for an out-of-memory failure); None if unknown."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            memory = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
-            return f"GPU {index}: {memory.used / GIB:.1f} of {memory.total / GIB:.1f} GiB in use"
-        finally:
-            pynvml.nvmlShutdown()
+        pynvml = nvml()
+        memory = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
+        return f"GPU {index}: {memory.used / GIB:.1f} of {memory.total / GIB:.1f} GiB in use"
     except Exception:  # noqa: BLE001 - no NVML here: the failure is told without it
         return None
 
@@ -75,31 +81,24 @@ class GpuSampler:
         self.stop()
 
     def start(self) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+        self._handle = nvml().nvmlDeviceGetHandleByIndex(self.index)
         self._thread = threading.Thread(target=self._run, name="gridbench-gpu-sampler", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        import pynvml
-
         if self._thread is None:
             return
         self._stop.set()
         self._thread.join()
         self._thread = None
         self.sample()  # at least one sample, however short the training
-        pynvml.nvmlShutdown()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.sample()
 
     def sample(self) -> None:
-        import pynvml
-
+        pynvml = nvml()
         self.utilisation.append(float(pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu))
         self.memory_used.append(pynvml.nvmlDeviceGetMemoryInfo(self._handle).used / GIB)
         try:
