@@ -19,9 +19,9 @@ GIB = 2**30
 def nvml():
     """NVML (pynvml), initialised once in this process and left so until it exits.
 
-    Initialising and shutting it down around every trial cost each trial about 0.1 s on a host of 4 H200s, in its
-    wall time (py-spy over a 4-GPU search, docs/results/around-training.md); a failed start is not kept, so a later
-    call tries again.
+    Starting and shutting it down twice in every trial (for its GPU's tags, and around the sampling) cost each trial
+    0.048 s of its wall time on a host of 2 H200s (benchmarks/nvml_per_trial.py, docs/results/around-training.md).
+    A failed start is not kept: a later call tries again.
     """
     import pynvml
 
