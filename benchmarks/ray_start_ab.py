@@ -32,7 +32,7 @@ try:
         def pid(self):
             return os.getpid()
     start = time.perf_counter()
-    pid = ray.get(Trial.remote().pid.remote())
+    ray.get(Trial.remote().pid.remote())
     print(json.dumps({"start": session.ray_start, "ready_s": time.perf_counter() - start,
                       "ray_start_s": session.ray_start_s}))
 finally:

@@ -92,16 +92,17 @@ def _with_descendants(roots: dict[int, float]) -> dict[int, float]:
 
 
 def _of_search(directory: str) -> dict[int, float]:
-    """Running processes that name the search's directory on their command line, this one aside.
+    """Running processes given the search's directory in an option (`--temp-dir=DIR/ray`), this one aside.
 
-    Ray gives every process it starts the session's directory (`--temp-dir`, `--session-dir`), which is inside the
+    Ray gives every process it starts the session's directory that way (`--temp-dir`, `--session-dir`), inside the
     search's own. That finds a worker the raylet started after the driver last noted its processes, once the
-    raylet's death has left it to init, below no noted process: one outlived a search in CI, once.
+    raylet's death has left it to init, below no noted process: one outlived a search in CI, once. A user's
+    command that merely names a file there (`tail -f DIR/ray/...`) is not Ray's, and is left alone.
     """
     found = {}
     for process in psutil.process_iter(["cmdline", "create_time"]):
         command = process.info["cmdline"] or ()
-        if process.pid != os.getpid() and any(directory in part for part in command):
+        if process.pid != os.getpid() and any(part.startswith("--") and directory in part for part in command):
             found[process.pid] = process.info["create_time"]
     return found
 
@@ -109,7 +110,7 @@ def _of_search(directory: str) -> dict[int, float]:
 def end(processes: dict[int, float], directory: str | None = None, grace_s: float = GRACE_S) -> None:
     """SIGTERM to each, SIGKILL to those still running after `grace_s`; by PID and start time only.
 
-    With `directory`, also to the processes that name it (_of_search)."""
+    With `directory`, also to Ray's processes given it in an option (_of_search)."""
     targets = {**_with_descendants(processes), **(_of_search(directory) if directory else {})}
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
         for pid, started in targets.items():
