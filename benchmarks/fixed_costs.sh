@@ -8,11 +8,15 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached jaxfloor (default: all but jaxfloor, in that order)
+#   steps: headline floor peer both fused attached jaxfloor prestart preload (default: all but the last three, in
+#   that order)
 #   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
 #   JAX's persistent cache (the second run is the floor issue "Everything around the training" compares
 #   with), then --mode trials with no cache.
+#   prestart: PAIRS triples (default 3) of tune_floor.py A, the headline without and with --prestart-workers, in turn
+#   (after `headline`, which fills the compile cache).
+#   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 steps=${*:-headline floor peer both fused attached}
@@ -35,6 +39,13 @@ for step in $steps; do
         "$data/mnist.npz" --mode fused --json "$out/jaxfloor-fused-$i.json"; done
       timed jaxfloor-trials python3 "$bench/fused_floor.py" "$data/mnist.npz" --mode trials \
         --json "$out/jaxfloor-trials.json" ;;
+    prestart) for i in $(seq 1 "${PAIRS:-3}"); do
+                PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
+                for ahead in no-prestart-workers prestart-workers; do timed "headline-$ahead-$i" python3 -m gridbench \
+                  search mnist --device gpu --tracking-uri "$uri" "--$ahead"; done; done ;;
+    preload) for i in 1 2 3; do for mode in cold preload; do
+               CUDA_VISIBLE_DEVICES=0 timed "preload-$mode-$i" python3 "$here/benchmarks/gpu_lib_preload.py" "$mode"
+             done; done ;;
     attached)  # a Ray kept running by a process of ours (stopped by its PID after), joined with --address
       python3 -c "import ray, time; ray.init(num_cpus=16, num_gpus=1, include_dashboard=False)
 print('GCS', ray.get_runtime_context().gcs_address, flush=True); time.sleep(900)" >"$out/ray-holder.txt" 2>&1 &

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gridbench.gridsearch.prestart import actor_serialized_env, job_runtime_env, tune_actor_runtime_env
+from gridbench.gridsearch.prestart import (
+    TUNE_TRAINABLE_MODULE,
+    actor_serialized_env,
+    job_runtime_env,
+    tune_actor_runtime_env,
+)
 from gridbench.trial import prestart as worker_side
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -98,6 +103,9 @@ def test_a_tune_trial_runs_in_the_worker_started_for_it(tmp_path):
     pids = _line(_run("tune_trial_in_prestarted.py", "hook", cwd=tmp_path), "PIDS ")
     assert len(pids["prestarted"]) == 1
     assert pids["trial"] in pids["prestarted"]
+    # In that worker the hook imported Tune's trainable and built Ray's serializers before the trial's actor came
+    ahead = pids["ahead"]
+    assert ahead["modules"] == [TUNE_TRAINABLE_MODULE] and ahead["ray_serializers"] is True and not ahead["failed"]
 
 
 def _search(tmp_path: Path, ahead: str) -> tuple[dict, dict]:
@@ -171,5 +179,6 @@ def test_a_gpu_searchs_torch_is_left_to_the_trial(tmp_path, device, backend, imp
     write_plan(plan, str(tmp_path / "plan.json"))
     written = json.loads((tmp_path / "plan.json").read_text())
     assert ("gridbench.workloads.keras_mlp" in written["modules"]) is imported
+    assert TUNE_TRAINABLE_MODULE in written["modules"]  # what Ray unpickles the trial's actor from, on any backend
     assert written["keras"] is imported
     assert written["backend"] == backend and written["device"] == device

@@ -1,7 +1,8 @@
 """`python tune_trial_in_prestarted.py none|py_modules|hook`: one bare Ray Tune trial after one worker was prestarted
 for Tune's trial actors (gridbench.gridsearch.prestart), with no job runtime_env, with one of uploaded modules, or
-with uploaded modules and the search's setup hook and plan file (gridbench.gridsearch.prestart.job_runtime_env, the
-file absent: the hook imports nothing); prints `PIDS {"prestarted": [...], "trial": PID}` (test_prestart)."""
+with uploaded modules and the search's setup hook and a plan file that names Tune's trainable module and no Keras
+(gridbench.gridsearch.prestart.job_runtime_env); prints `PIDS {"prestarted": [...], "trial": PID, "ahead": {...}}`,
+"ahead" being what the hook recorded in the trial's worker, if it ran there (test_prestart)."""
 
 import json
 import os
@@ -18,7 +19,8 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 from ray._private import ray_constants  # noqa: E402
 
-from gridbench.gridsearch.prestart import job_runtime_env, prestart_workers  # noqa: E402
+from gridbench.gridsearch.prestart import TUNE_TRAINABLE_MODULE, job_runtime_env, prestart_workers  # noqa: E402
+from gridbench.trial import prestart as worker_side  # noqa: E402
 
 
 def workers(raylet: psutil.Process) -> set[int]:
@@ -35,7 +37,7 @@ def workers(raylet: psutil.Process) -> set[int]:
 
 
 def trainable(config):
-    tune.report({"pid": os.getpid()})
+    tune.report({"pid": os.getpid(), "ahead": os.environ.get(worker_side._DONE_ENV, "null")})
 
 
 if __name__ == "__main__":
@@ -46,7 +48,11 @@ if __name__ == "__main__":
             module.write("X = 1\n")
         runtime_env = {"py_modules": [os.path.join(folder, "uploaded_module.py")]}
     if sys.argv[1] == "hook":
-        runtime_env = job_runtime_env(runtime_env, os.path.join(tempfile.mkdtemp(), "prestart.json"))
+        plan_file = os.path.join(tempfile.mkdtemp(), "prestart.json")
+        with open(plan_file, "w") as plan:
+            json.dump({"backend": "jax", "device": "cpu", "cpus": 1, "gpus_per_trial": 0.0, "keras": False,
+                       "modules": [TUNE_TRAINABLE_MODULE]}, plan)  # fmt: skip
+        runtime_env = job_runtime_env(runtime_env, plan_file)
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
              runtime_env=runtime_env, _system_config={"prestart_worker_first_driver": False})  # fmt: skip
     node = ray._private.worker._global_node
@@ -60,5 +66,7 @@ if __name__ == "__main__":
         tune.with_resources(trainable, {"cpu": 1}),
         run_config=tune.RunConfig(storage_path=tempfile.mkdtemp(), verbose=0),
     ).fit()
-    print("PIDS " + json.dumps({"prestarted": sorted(prestarted), "trial": results[0].metrics["pid"]}), flush=True)
+    found = {"prestarted": sorted(prestarted), "trial": results[0].metrics["pid"]}
+    found["ahead"] = json.loads(results[0].metrics["ahead"])
+    print("PIDS " + json.dumps(found), flush=True)
     ray.shutdown()
