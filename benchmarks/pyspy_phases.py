@@ -21,6 +21,8 @@ RECORD = re.compile(r"(process \d+:.*?) (\d+)\n(?=process |\Z)", re.S)
 PROCESS = re.compile(r'process (\d+):"((?:[^"\\]|\\.)*)"')
 
 GRIDBENCH_MAIN = "<module> (gridbench/__main__.py)"  # the driver: `python -m gridbench ...`
+RUN_TRIAL = "run_trial (gridbench/trial/trial_runner.py)"
+LOAD_ACTOR_CLASS = "FunctionActorManager.load_actor_class (ray/_private/function_manager.py)"  # a trial's unpickling
 SETUP_HOOK = "load_and_execute_setup_hook (ray/_private/runtime_env/setup_hook.py)"  # --prestart-workers
 # (process, frame, depth): the children shown under each frame; process is "driver" or "worker"
 VIEWS = (
@@ -31,8 +33,8 @@ VIEWS = (
     ("driver", "plan_search (gridbench/gridsearch/plan.py)", 1),
     ("worker", "<module> (ray/_private/workers/default_worker.py)", 1),
     ("worker", SETUP_HOOK, 1),
-    ("worker", "FunctionActorManager.load_actor_class (ray/_private/function_manager.py)", 1),
-    ("worker", "run_trial (gridbench/trial/trial_runner.py)", 1),
+    ("worker", LOAD_ACTOR_CLASS, 1),
+    ("worker", RUN_TRIAL, 1),
     ("worker", "_train_one (gridbench/trial/trial_runner.py)", 1),
     ("worker", "train_fused (gridbench/trial/fused.py)", 1),
     ("worker", "<module> (keras/__init__.py)", 1),  # Keras' import: in the trial's load_train
@@ -83,6 +85,16 @@ def children(records, pid: str, parent: str, depth: int, rate: float) -> tuple[f
     return total, below
 
 
+def trials_worker(records, candidates: list[str], rate: float) -> str:
+    """The worker that loaded Tune's trial actor's class longest; where none did (each worker imported ahead, with
+    --prestart-workers since d83c283), the one that ran the trials longest."""
+    for frame in (LOAD_ACTOR_CLASS, RUN_TRIAL):
+        seconds = {pid: children(records, pid, frame, 1, rate)[0] for pid in candidates}
+        if max(seconds.values(), default=0.0) > 0:
+            return max(seconds, key=seconds.get)
+    return candidates[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("raw")
@@ -91,10 +103,7 @@ def main() -> None:
     records, commands = load(args.raw), processes(args.raw)
     totals = seconds_per_process(records, args.rate)
     driver = max(totals, key=lambda pid: children(records, pid, GRIDBENCH_MAIN, 1, args.rate)[0])
-    worker = max(
-        (pid for pid in totals if pid != driver),
-        key=lambda pid: children(records, pid, VIEWS[7][1], 1, args.rate)[0],
-    )
+    worker = trials_worker(records, [pid for pid in totals if pid != driver], args.rate)
     print("seconds sampled per process (all its threads, waiting included):")
     for pid, seconds in totals.most_common(12):
         role = "driver" if pid == driver else "trials' worker" if pid == worker else ""
