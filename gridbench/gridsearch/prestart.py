@@ -103,7 +103,8 @@ def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> di
 def write_plan(plan: SearchPlan, plan_file: str) -> None:
     """What the hook imports, and the environment it imports it in: the trial's (gridbench.trial.context)."""
     # The trainable's module, and Tune's trainable class, which Ray unpickles as the trial's actor is created: without
-    # it there, each worker's first trial imported ray.tune (0.87 s of py-spy's samples a worker, 4 H200s, e8c1fa2).
+    # it, each worker's first trial imported ray.tune there (the headline's worker on an H100 spent 2.10 s of py-spy's
+    # samples loading the class, 0.00 s with it: docs/results/around-training.md, "fifth").
     modules = [tuning.__name__, TUNE_TRAINABLE_MODULE]
     keras = False
     if not (plan.options.device == "gpu" and plan.backend == "torch"):
