@@ -230,6 +230,10 @@ def test_the_watchdog_ends_what_it_guards_and_the_directory_when_the_driver_dies
     directory, watchdog, shell, sleeper, stranger, orphan = _watched(tmp_path, keep)
     # A user's command naming a file in the directory, not in an option as Ray does: not the search's to end.
     reader = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"{directory.path}/ray/log"])
+    # Another search's Ray, in a directory whose name begins with this one's: not this search's either.
+    neighbour = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={directory.path}x/ray"]
+    )
     try:
         watchdog._process.stdin.close()  # what the kernel does to the pipe when the driver dies, however
         assert shell.wait(timeout=10) == -signal.SIGTERM
@@ -237,9 +241,9 @@ def test_the_watchdog_ends_what_it_guards_and_the_directory_when_the_driver_dies
         assert orphan.wait(timeout=10) == -signal.SIGTERM
         assert watchdog._process.wait(timeout=10) == 0
         assert directory.path.exists() == keep
-        assert stranger.poll() is None and reader.poll() is None
+        assert stranger.poll() is None and reader.poll() is None and neighbour.poll() is None
     finally:
-        for process in (shell, stranger, orphan, reader):
+        for process in (shell, stranger, orphan, reader, neighbour):
             process.kill()
         shutil.rmtree(directory.path, ignore_errors=True)
 

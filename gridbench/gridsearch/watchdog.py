@@ -99,10 +99,11 @@ def _of_search(directory: str) -> dict[int, float]:
     raylet's death has left it to init, below no noted process: one outlived a search in CI, once. A user's
     command that merely names a file there (`tail -f DIR/ray/...`) is not Ray's, and is left alone.
     """
+    inside = os.path.join(directory, "")  # DIR/: not another directory whose name begins with DIR's
     found = {}
     for process in psutil.process_iter(["cmdline", "create_time"]):
         command = process.info["cmdline"] or ()
-        if process.pid != os.getpid() and any(part.startswith("--") and directory in part for part in command):
+        if process.pid != os.getpid() and any(part.startswith("--") and inside in part for part in command):
             found[process.pid] = process.info["create_time"]
     return found
 

@@ -22,7 +22,7 @@ from gridbench.trial import keras_import
 from gridbench.trial.context import process_environment
 
 PLAN_ENV = "GRIDBENCH_PRESTART_PLAN"  # in the job's runtime_env: the file naming what the trials import
-_DONE_ENV = "GRIDBENCH_IMPORTED_AHEAD"  # set in this worker by the hook: when the imports ran, and how long
+DONE_ENV = "GRIDBENCH_IMPORTED_AHEAD"  # set in this worker by the hook: when the imports ran, and how long
 HOOK = f"{__name__}.import_ahead"  # the job's worker_process_setup_hook, by module path (Ray imports it)
 
 _reported: dict[str, str] = {}  # this worker's imports ahead, once its first trial has taken them
@@ -64,13 +64,12 @@ def import_ahead() -> None:
         "failed": failed,
         "process_started_at": _process_started_at(),
     }
-    os.environ[_DONE_ENV] = json.dumps(done)
+    os.environ[DONE_ENV] = json.dumps(done)
 
 
 def _ray_serializers_built() -> bool:
     """Builds this Ray worker's serialization context, which the trial's actor otherwise builds as it is unpickled:
-    Ray's serializers for pydantic, starlette and Arrow import them. A small part of the class's load (0.05-0.08 s
-    of py-spy's samples a worker, read from docs/results/around-training/h200x4-e8c1fa2/prestart/spy-on.raw.xz).
+    Ray's serializers for pydantic, starlette and Arrow import them: a small part of the class's load.
 
     Outside a Ray worker there is none to build.
     """
@@ -90,7 +89,7 @@ def ahead_of_trial() -> tuple[dict[str, str], dict[str, float]]:
     Every trial says whether its worker imported ahead (worker.imported_ahead); the worker's first trial also
     says when the imports ran and how long they took, so that the search counts each worker's once.
     """
-    done = os.environ.pop(_DONE_ENV, None)
+    done = os.environ.pop(DONE_ENV, None)
     if done is None:
         return {schema.WORKER_IMPORTED_AHEAD: _reported.get("ahead", "false")}, {}
     ahead = json.loads(done)

@@ -37,7 +37,7 @@ def workers(raylet: psutil.Process) -> set[int]:
 
 
 def trainable(config):
-    tune.report({"pid": os.getpid(), "ahead": os.environ.get(worker_side._DONE_ENV, "null")})
+    tune.report({"pid": os.getpid(), "ahead": os.environ.get(worker_side.DONE_ENV, "null")})
 
 
 if __name__ == "__main__":
