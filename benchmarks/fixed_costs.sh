@@ -17,6 +17,9 @@
 #   prestart: PAIRS triples (default 3) of tune_floor.py A, the headline without and with --prestart-workers, in turn
 #   (after `headline`, which fills the compile cache).
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
+#   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
+#   holding another commit's gridbench/ package, e.g. `git archive REV gridbench | tar -x -C DIR`) and with this
+#   checkout's, in turn (after `headline`, which fills the compile cache).
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 steps=${*:-headline floor peer both fused attached}
@@ -43,6 +46,11 @@ for step in $steps; do
                 PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
                 for ahead in no-prestart-workers prestart-workers; do timed "headline-$ahead-$i" python3 -m gridbench \
                   search mnist --device gpu --tracking-uri "$uri" "--$ahead"; done; done ;;
+    against) for i in $(seq 1 "${PAIRS:-3}"); do
+               PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
+               PYTHONPATH="$(realpath "$BEFORE"):${PYTHONPATH:-}" timed "headline-before-$i" python3 -m gridbench \
+                 search mnist --device gpu --tracking-uri "$uri"
+               timed "headline-after-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done ;;
     preload) for i in 1 2 3; do for mode in cold preload; do
                CUDA_VISIBLE_DEVICES=0 timed "preload-$mode-$i" python3 "$here/benchmarks/gpu_lib_preload.py" "$mode"
              done; done ;;

@@ -79,21 +79,54 @@ def test_any_other_context_is_handed_to_rays_own_script(tmp_path):
 
 
 def test_ray_init_starts_lean_only_inside_the_context(monkeypatch):
+    from ray._private import services
     from ray._private.node import Node
     from ray._private.parameter import RayParams
 
-    rays_api_server = Node.start_api_server
+    rays_api_server, rays_get_node = Node.start_api_server, services.get_node
     with local_ray.lean_start() as start:
         assert start == local_ray.LEAN
         assert RayParams().setup_worker_path == ray_worker_setup.__file__ and RayParams().no_monitor is True
         assert RayParams(setup_worker_path="/asked.py").setup_worker_path == "/asked.py"
-        assert Node.start_api_server is not rays_api_server
+        assert Node.start_api_server is not rays_api_server and services.get_node is not rays_get_node
+        assert local_ray.system_config(start) == local_ray.LEAN_SYSTEM_CONFIG
     assert RayParams().setup_worker_path is None and not RayParams().no_monitor
-    assert Node.start_api_server is rays_api_server
+    assert Node.start_api_server is rays_api_server and services.get_node is rays_get_node
     monkeypatch.setenv(local_ray.CHOICE_ENV, "ray")
     with local_ray.lean_start() as start:
         assert start == local_ray.RAY and RayParams().setup_worker_path is None
-        assert Node.start_api_server is rays_api_server
+        assert Node.start_api_server is rays_api_server and services.get_node is rays_get_node
+        assert local_ray.system_config(start) == {}
+
+
+class _NodeTable:
+    """Ray's GlobalState for wait_until_registered: a node table whose node is alive from the `alive_from`-th read."""
+
+    def __init__(self, alive_from: int, node_id: str = "ab12"):
+        self.reads, self.alive_from, self.node_id, self.options, self.disconnected = 0, alive_from, node_id, None, False
+
+    def __call__(self):  # the class, as wait_until_registered makes its own
+        return self
+
+    def _initialize_global_state(self, options):
+        self.options = options
+
+    def node_table(self):
+        self.reads += 1
+        other = {"NodeID": "ffff", "Alive": True}  # another node, or the same node's earlier, dead entry
+        return [other, {"NodeID": self.node_id, "Alive": self.reads >= self.alive_from}]
+
+    def disconnect(self):
+        self.disconnected = True
+
+
+def test_a_lean_start_learns_that_its_raylet_registered_by_reading_the_node_table_every_20_ms():
+    table = _NodeTable(alive_from=3)
+    assert local_ray.wait_until_registered(table, "options", "ab12", timeout_s=5)
+    assert (table.reads, table.options, table.disconnected) == (3, "options", True)
+    never = _NodeTable(alive_from=10**9)
+    assert not local_ray.wait_until_registered(never, "options", "ab12", timeout_s=0.1)  # then Ray's own wait
+    assert 2 <= never.reads <= 0.1 / local_ray.NODE_POLL_S + 2 and never.disconnected
 
 
 def test_an_unknown_choice_of_start_is_refused_in_one_line(tmp_path):
@@ -135,5 +168,11 @@ def test_a_lean_local_ray_has_no_api_server_nor_monitor_and_starts_workers_throu
                 return os.environ.get("SEEN")
 
         assert ray.get(Shows.remote().variable.remote(), timeout=120) == "/home/someone/y"
+
+        @ray.remote(num_cpus=1)
+        def retry_pause_ms() -> int:  # as the raylet's and the workers' configuration has it
+            return ray._raylet.Config.raylet_client_connect_timeout_milliseconds()
+
+        assert ray.get(retry_pause_ms.remote(), timeout=120) == 50  # Ray's own: 1000
     finally:
         session.stop()

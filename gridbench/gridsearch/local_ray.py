@@ -1,4 +1,5 @@
-"""How gridbench starts a local Ray: leaner than ray.init alone, by three steps that ray.init has no argument for.
+"""How gridbench starts a local Ray: leaner than ray.init alone, by four steps that ray.init has no argument for,
+and two values of Ray's configuration.
 
 - Its raylet starts each Python worker through gridbench.trial.ray_worker_setup, not Ray's setup_worker.py,
   which imports Ray before it execs the worker, which imports Ray again: a worker's start paid twice, on the
@@ -12,9 +13,20 @@
 - No autoscaler monitor: a local Ray of a fixed size has nothing to scale (RayParams' no_monitor, as `ray start`
   sets it for the Ray operator on Kubernetes). It is a Python process importing Ray's autoscaler beside the
   search's start, and the last of Ray's processes to end (gridbench ended it first, ray_session._stop_ray).
+- ray.init learns that its raylet has registered within 20 ms, not within a second. It waits in
+  ray._private.services.get_node, whose GlobalStateAccessor::GetNode asks the GCS once a second; the raylet
+  registers once its agents have started, about a second after the first question, so the answer came up to a
+  second late. gridbench asks the GCS's node table every 20 ms first. On 2 cores, ray.init then returned a median
+  of 0.089 s after the registration, against 0.367 s (benchmarks/raylet_waits.py, 8 pairs).
+- The raylet retries connecting to its own object store every 50 ms, not every second (Ray's configuration,
+  LEAN_SYSTEM_CONFIG). It starts the store in a thread and connects to it at once; where the store was not yet
+  listening, it slept a whole second (raylet_client_connect_timeout_milliseconds, the pause between attempts),
+  and ray.init waited for it: in 4 of 8 starts on 2 cores, none the lean way (benchmarks/raylet_waits.py). It
+  gives up after as long as before (200 x 50 ms).
 
-All three are private to Ray (2.60 here), so they are applied only where this Ray has them as expected; otherwise, and
-with GRIDBENCH_RAY_START=ray, Ray starts as ray.init starts it. A cluster's nodes were started by `ray start`.
+The first four are private to Ray (2.60 here), so they are applied only where this Ray has them as expected;
+otherwise, and with GRIDBENCH_RAY_START=ray, Ray starts as ray.init starts it. A cluster's nodes were started by
+`ray start`.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import time
 from collections.abc import Iterator
 
 from gridbench.errors import UserError
@@ -30,6 +43,15 @@ from gridbench.trial import ray_worker_setup
 LEAN = "lean"  # workers started through gridbench.trial.ray_worker_setup, no API server, no autoscaler monitor
 RAY = "ray"  # as ray.init starts it: a cluster, GRIDBENCH_RAY_START=ray, or a Ray that lacks what _hooks looks for
 CHOICE_ENV = "GRIDBENCH_RAY_START"
+# Ray's configuration for a lean start (ray.init's _system_config): the same 10 s of attempts, 50 ms apart.
+LEAN_SYSTEM_CONFIG = {"raylet_client_connect_timeout_milliseconds": 50, "raylet_client_num_connect_attempts": 200}
+NODE_POLL_S = 0.02  # how often a lean start asks whether its raylet has registered
+NODE_WAIT_S = 30.0  # after which Ray's own wait (get_node) takes over
+
+
+def system_config(start: str) -> dict[str, int]:
+    """What a start of kind `start` (LEAN or RAY) adds to Ray's configuration."""
+    return dict(LEAN_SYSTEM_CONFIG) if start == LEAN else {}
 
 
 @contextlib.contextmanager
@@ -42,8 +64,8 @@ def lean_start() -> Iterator[str]:
     if hooks is None:
         yield RAY
         return
-    params, node = hooks
-    original_params, original_api_server = params.__init__, node.start_api_server
+    params, node, services, state = hooks
+    original_params, original_api_server, original_get_node = params.__init__, node.start_api_server, services.get_node
 
     def params_init(self, *args, setup_worker_path=None, no_monitor=False, **kwargs):  # no_monitor: always True
         setup_worker_path = setup_worker_path or ray_worker_setup.__file__
@@ -55,18 +77,48 @@ def lean_start() -> Iterator[str]:
         self._webui_url = ""  # what Ray's start_api_server returns with the dashboard off
         return None
 
-    params.__init__, node.start_api_server = params_init, no_api_server
+    def get_node(gcs_address, node_id):
+        wait_until_registered(state, services._get_gcs_client_options(gcs_address), node_id)
+        return original_get_node(gcs_address, node_id)  # at once now; as Ray waits, where the wait ran out
+
+    params.__init__, node.start_api_server, services.get_node = params_init, no_api_server, get_node
     try:
         yield LEAN
     finally:
-        params.__init__, node.start_api_server = original_params, original_api_server
+        params.__init__, node.start_api_server, services.get_node = (
+            original_params,
+            original_api_server,
+            original_get_node,
+        )
+
+
+def wait_until_registered(state_class, gcs_options, node_id: str, timeout_s: float = NODE_WAIT_S) -> bool:
+    """Whether the node `node_id` (hex) was alive in the GCS's node table within `timeout_s`, asked every 20 ms.
+
+    `state_class` is Ray's GlobalState, which reads the table without waiting (its get_node waits a second
+    between questions).
+    """
+    state = state_class()
+    state._initialize_global_state(gcs_options)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            if any(node["NodeID"] == node_id and node["Alive"] for node in state.node_table()):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(NODE_POLL_S)
+    finally:
+        state.disconnect()
 
 
 def _hooks():
-    """Ray's RayParams and Node classes, where both take what lean_start gives them; else None."""
+    """Ray's RayParams, Node, services module and GlobalState, where each takes what lean_start gives it; else None."""
     try:
-        from ray._private.node import Node  # Ray's own modules: another version may lack them
+        from ray._private import services  # Ray's own modules: another version may lack them
+        from ray._private.node import Node
         from ray._private.parameter import RayParams
+        from ray._private.state import GlobalState
     except ImportError:
         return None
     api_server = getattr(Node, "start_api_server", None)
@@ -76,4 +128,15 @@ def _hooks():
         return None
     if set(inspect.signature(api_server).parameters) != {"self", "include_dashboard", "raise_on_failure"}:
         return None
-    return RayParams, Node
+    if not _reads_node_table(services, GlobalState):
+        return None
+    return RayParams, Node, services, GlobalState
+
+
+def _reads_node_table(services, state_class) -> bool:
+    """Whether get_node and the node table are as wait_until_registered expects them."""
+    get_node = getattr(services, "get_node", None)
+    if get_node is None or list(inspect.signature(get_node).parameters) != ["gcs_address", "node_id"]:
+        return False
+    needed = ("_initialize_global_state", "node_table", "disconnect")
+    return hasattr(services, "_get_gcs_client_options") and all(hasattr(state_class, name) for name in needed)

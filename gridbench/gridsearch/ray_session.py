@@ -65,7 +65,7 @@ def _start_ray(
             # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
             # never take them: Tune gives its actors a runtime_env of their own (PL_DISABLE_FORK), and Ray hands
             # an actor only a worker started with the same one. So Ray starts each trial's worker when it is due.
-            _system_config={"prestart_worker_first_driver": False},
+            _system_config={"prestart_worker_first_driver": False, **local_ray.system_config(start)},
             **quiet,
         )
     return start
