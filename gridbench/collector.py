@@ -5,10 +5,12 @@ hundreds of thousands of objects that live as long as the process, and little ga
 collector still ran over them hundreds of times while they were imported, and each later full
 collection walked them all again (docs/results/suite-time-2core/search-start-cpu.txt). So a process
 that is gridbench's own pauses the collector while it starts: the command line (gridbench.cli.run)
-until its search's trials are about to start, a trial's worker (Ray's process, running Tune's
-trainable) until its framework is imported. Then the start-up's garbage is collected once (a cycle
-holding a database connection is closed, not kept), what survived is frozen (gc.freeze: no later
-collection walks it; reference counting still frees it) and the collector is on again.
+until its search's first trial has started in its worker (the collection then runs while the driver
+waits for that trial, not before Tune's start: gridbench.gridsearch.tune_callback), and a trial's
+worker (Ray's process, running Tune's trainable) until its framework is imported. Then the start-up's
+garbage is collected once (a cycle holding a database connection is closed, not kept), what survived
+is frozen (gc.freeze: no later collection walks it; reference counting still frees it) and the collector
+is on again.
 
 Once per process: a worker's later trials leave the collector as it is, since freezing a trial's
 objects would keep any cycle among them for the process's life. A search run through the API, in a

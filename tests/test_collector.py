@@ -95,20 +95,23 @@ def test_the_command_line_turns_the_collector_back_on_before_a_command_other_tha
     )
 
 
-def test_a_command_line_search_turns_the_collector_back_on_once_its_parent_run_has_started(tmp_path):
-    # The driver's pause ends where the search's parent run starts (search_runner's start): were that call lost,
-    # a command-line search would run to its end without cyclic collection. Ray's start and the store are
-    # stubbed: what is checked is the collector around the parent run's start, in a process of its own.
+def test_a_command_line_search_keeps_the_collector_paused_until_its_first_trial_has_started(tmp_path):
+    # The driver's pause lasts past the search's start (search_runner's _start_parent, before Tune's start) and ends
+    # at the end of Tune's first step in which a trial's actor has started, its work sent (the recording callback):
+    # the one collection then runs while the driver waits for that trial. Were the callback's call lost, a
+    # command-line search would run without cyclic collection until fit returned. Ray's start and the store are
+    # stubbed: what is checked is the collector around them, in a process of its own.
     _run(
         """
         import gc, types
         import ray
         from gridbench import collector
         from gridbench.gridsearch import search_runner
+        from gridbench.gridsearch.tune_callback import RecordingCallback
         started = []
         class Recorder:
             def start(self, **run):
-                started.append(gc.isenabled())  # still paused while the parent run starts
+                started.append(gc.isenabled())
         search_runner.start_search = lambda plan, open_recorder, session: (Recorder(), 0.0, {"CPU": 2.0})
         search_runner.search_tags = search_runner.search_params = search_runner.placement_params = lambda *a: {}
         search_runner.search_run_name = lambda plan, resources: "run"
@@ -119,7 +122,12 @@ def test_a_command_line_search_turns_the_collector_back_on_once_its_parent_run_h
         collector.pause_for_startup()  # as cli.run does
         session = types.SimpleNamespace(ray_start="lean")  # how its Ray started: a tag of the parent run
         search_runner._start_parent(plan, None, session, {}, None)
-        assert started == [False], started
+        assert started == [False] and not gc.isenabled(), started  # Tune has not started yet
+        callback = RecordingCallback(Recorder(), {}, {}, None)
+        callback.on_step_end(iteration=1, trials=[])  # Tune's first steps: the trial's actor is still starting
+        assert not gc.isenabled()
+        callback.on_trial_start(iteration=2, trials=[], trial=types.SimpleNamespace(trial_id="t1", config={}))
+        callback.on_step_end(iteration=2, trials=[])
         assert gc.isenabled() and gc.get_freeze_count() > 0
         print("ok")
         """,

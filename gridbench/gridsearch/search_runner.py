@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-from gridbench import collector, disk_space, environment
+from gridbench import disk_space, environment
 from gridbench.gridsearch import lifecycle
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan
@@ -179,7 +179,6 @@ def _start_parent(
             tags=tags,
             documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
         )
-    collector.resume_after_startup()  # the command line's start-up is over (gridbench.collector)
     return recorder, ray_start_s, concurrency, tags
 
 

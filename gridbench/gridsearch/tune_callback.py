@@ -15,6 +15,7 @@ from typing import Callable, Collection
 
 from ray import tune
 
+from gridbench import collector
 from gridbench.gridsearch.lifecycle import SearchOutOfSpace
 from gridbench.tracking import schema
 from gridbench.tracking.records import TrialRecord
@@ -112,6 +113,11 @@ class RecordingCallback(tune.Callback):
         self.stop_timed_out()
         # The store's writer thread may find the disk full between trials' ends.
         self.stop_if_out_of_space()
+        if self.running:
+            # A trial's actor has started and Tune has sent it its work (TuneController._actor_started): the
+            # driver's one collection after its start-up (gridbench.collector) now runs while it waits for that
+            # trial, no longer before Tune's start.
+            collector.resume_after_startup()
 
     def stop_timed_out(self) -> None:
         """Kills the worker of each trial running past the timeout (Tune's loop steps every 0.1 s or sooner).
