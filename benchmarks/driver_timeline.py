@@ -4,8 +4,8 @@
 
 Prints "[trace] SECONDS > step" and "< step" on stderr, in seconds since the process was
 created (the command's start, as time_to_first_trial_s counts it), for planning, Ray's
-start, the store's opening, compiling ahead, the recording callback and Tune's fit,
-then the command's own output. Run it from an empty directory, as a user types the command.
+start, the imports beside it (MLflow and Ray Tune, on a thread), the store's opening, compiling ahead,
+the recording callback and Tune's fit, then the command's own output. Run it from an empty directory, as a user types the command.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def main() -> int:
 
     # Each where its caller looks it up (run_search's steps are in run.py's namespace).
     steps = [(ray_session, "_start_ray"), (ray_session, "open_store"), (run, "recording_callback"), (run, "fit")]
+    steps.append((ray_session, "_import_for_later"))  # MLflow and Ray Tune, on a thread beside Ray's start
     for module, name in [*steps, (run, "start_search")]:
         if hasattr(module, name):
             stamped(module, name)
@@ -56,6 +57,9 @@ def main() -> int:
     stamped(search, "plan_search")  # the CLI imports it from gridbench.gridsearch when it runs
     stamp("gridbench imported")
     sys.argv = ["gridbench", *sys.argv[1:]]
+    from gridbench import collector
+
+    collector.pause_for_startup()  # as gridbench.cli.run does
     try:
         return cli.main()
     finally:
