@@ -15,9 +15,9 @@ and two values of Ray's configuration.
   search's start, and the last of Ray's processes to end (gridbench ended it first, ray_session._stop_ray).
 - ray.init learns that its raylet has registered within 20 ms, not within a second. It waits in
   ray._private.services.get_node, whose GlobalStateAccessor::GetNode asks the GCS once a second; the raylet
-  registers once its agents have started, about a second after the first question, so the answer came up to a
-  second late. gridbench asks the GCS's node table every 20 ms first. On 2 cores, ray.init then returned a median
-  of 0.089 s after the registration, against 0.367 s (benchmarks/raylet_waits.py, 8 pairs).
+  registers once its agents have started, so the answer came up to a second late. gridbench asks the GCS's node
+  table every 20 ms first. ray.init then returned a median of 0.286 s after the registration, against 0.829 s, on
+  an H100's host of 16 cores (0.089 s against 0.367 s on 2 cores; benchmarks/raylet_waits.py, 8 pairs).
 - The raylet retries connecting to its own object store every 50 ms, not every second (Ray's configuration,
   LEAN_SYSTEM_CONFIG). It starts the store in a thread and connects to it at once; where the store was not yet
   listening, it slept a whole second (raylet_client_connect_timeout_milliseconds, the pause between attempts),
@@ -46,7 +46,9 @@ CHOICE_ENV = "GRIDBENCH_RAY_START"
 # Ray's configuration for a lean start (ray.init's _system_config): the same 10 s of attempts, 50 ms apart.
 LEAN_SYSTEM_CONFIG = {"raylet_client_connect_timeout_milliseconds": 50, "raylet_client_num_connect_attempts": 200}
 NODE_POLL_S = 0.02  # how often a lean start asks whether its raylet has registered
-NODE_WAIT_S = 30.0  # after which Ray's own wait (get_node) takes over
+# After this, Ray's own wait (get_node) takes over: a raylet that never registers fails ray.init up to 10 s later than
+# Ray alone would.
+NODE_WAIT_S = 10.0
 
 
 def system_config(start: str) -> dict[str, int]:
