@@ -174,6 +174,8 @@ def test_a_search_whose_programs_are_all_ready_starts_no_compiling_process(monke
     session.precompile(plan)
     session.stop()
     assert started == [] and session.precompiler is None and session.programs_ready == 2
+    # Nothing compiles them ahead: a GPU worker's first trial queues the others, which it then loads from the cache.
+    assert not session.compiling_ahead
 
 
 @pytest.mark.gpu

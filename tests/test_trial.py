@@ -81,3 +81,26 @@ def test_a_gpu_worker_on_jax_starts_its_backend_once_beside_its_imports_and_a_cp
     steps.start_jax_backend_early(replace(context, device="gpu"))
     steps.start_jax_backend_early(replace(context, device="gpu"))  # a later trial in the same worker
     assert started == ["gridbench-jax-backend"]
+
+
+def test_the_worker_s_first_trial_waits_for_its_backend_and_reports_the_start_apart_once(monkeypatch):
+    import threading
+
+    from gridbench.tracking import schema
+    from gridbench.trial import steps
+
+    release = threading.Event()
+    starting = threading.Thread(target=lambda: (release.wait(), steps._BACKEND_TOOK.append(0.75)))
+    monkeypatch.setattr(steps, "_BACKEND_STARTING", [starting])
+    monkeypatch.setattr(steps, "_BACKEND_TOOK", [])
+    monkeypatch.setattr(steps, "_BACKEND_REPORTED", [])
+    starting.start()
+    threading.Timer(0.2, release.set).start()
+    reported = steps.backend_started()
+    assert not starting.is_alive()  # it waited for the start to end
+    assert reported[schema.DEVICE_START_S] == 0.75  # what the start took on its thread, not the wait
+    assert reported[schema.DEVICE_WAIT_S] > 0.0
+    assert steps.backend_started() == {}  # a later trial in the same worker: nothing to wait for or report
+    monkeypatch.setattr(steps, "_BACKEND_STARTING", [])
+    monkeypatch.setattr(steps, "_BACKEND_REPORTED", [])
+    assert steps.backend_started() == {}  # no backend started early (a CPU trial, another framework)

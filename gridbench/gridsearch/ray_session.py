@@ -211,6 +211,13 @@ class RaySession:
         except Exception:  # noqa: BLE001 - e.g. a user's model that pickle cannot name: its trials compile it
             self.precompiler = None
 
+    @property
+    def compiling_ahead(self) -> bool:
+        """Processes of the search's own compile its programs ahead (gridbench.gridsearch.precompile): its workers
+        then queue none. Where every program was ready in the cache, none does: each GPU worker's first trial then
+        queues the others for loading ahead, beside its training (gridbench.trial.steps.compile_others_ahead)."""
+        return self.precompiler is not None
+
     def before_trials(self, plan: SearchPlan) -> None:
         """On a CPU, waits for the programs compiling ahead: no compilation shares the cores of a timed epoch.
 

@@ -184,8 +184,7 @@ def _start_parent(
 
 def _trials_context(plan: SearchPlan, session: RaySession, recorder: Recorder, tags, observer, resume):
     """What every trial shares (TrialContext), and the Tune callback that records each one as it ends."""
-    ahead = session.precompiler is not None or session.programs_ready > 0  # workers then compile none ahead
-    context = trial_context(plan, session.directory.tune_dir, precompiled=ahead)
+    context = trial_context(plan, session.directory.tune_dir, precompiled=session.compiling_ahead)
     where = {"ray_dir": session.directory.ray_dir, "started_dir": context.started_dir}
     return context, recording_callback(plan, recorder, tags, observer, resume, **where)
 

@@ -435,6 +435,18 @@ WORKER_PROCESS_STARTED_AT = _metric(
     On.TRIAL,
     "on the first trial of a worker that imported ahead: when its process started (Unix time)",
 )
+# The worker's GPU backend (JAX), started on a thread beside its imports (gridbench.trial.steps): its first trial only.
+DEVICE_START_S = _metric(
+    "device_start_s",
+    On.TRIAL,
+    "on a worker's first GPU trial (JAX): starting the GPU backend, on a thread beside the worker's imports",
+)
+DEVICE_WAIT_S = _metric(
+    "device_wait_s",
+    On.TRIAL,
+    "on a worker's first GPU trial (JAX): what the trial waited for its backend's start after its imports, before "
+    "its setup (inside its wall time)",
+)
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")
 COMPILE_S = _metric(
     "compile_s", On.TRIAL, "tracing and compiling the trial's program, or waiting for it (about 0: reused)", since=3

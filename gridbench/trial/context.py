@@ -38,6 +38,7 @@ class TrialContext:
     # order: the search's own processes compile them ahead (trial.precompile), or else a GPU worker does.
     programs: tuple[Mapping[str, Any], ...] = ()
     # Compiled ahead by processes of their own (gridbench.gridsearch.precompile): workers then compile none ahead.
+    # False where every program was ready in the cache: a GPU worker then loads the others ahead (trial.steps).
     precompiled: bool = False
     user_workload: Workload | None = None  # a user's own model (gridbench.workloads.user_model): no name to look up
 

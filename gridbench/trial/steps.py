@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Callable, Iterable, Iterator
 
 from gridbench.datasets import Dataset, DataSource
@@ -20,6 +21,8 @@ from gridbench.trial.outcome import TrialOutcome
 # Compile caches whose search's other programs this worker has queued (a worker serves one search).
 _QUEUED_AHEAD: set[str] = set()
 _BACKEND_STARTING: list[threading.Thread] = []  # this worker's early start of JAX's GPU backend, once
+_BACKEND_TOOK: list[float] = []  # what that start took, on its thread: set once it ends
+_BACKEND_REPORTED: list[bool] = []  # the worker's trial that waited for it has reported it
 
 
 def start_jax_backend_early(context: TrialContext) -> None:
@@ -34,15 +37,34 @@ def start_jax_backend_early(context: TrialContext) -> None:
         return
 
     def start() -> None:
+        began = time.perf_counter()
         try:
             import jax
 
             jax.devices()
         except Exception:  # noqa: BLE001, S110 - the trial meets the same failure on its own first use, and names it
             pass
+        finally:
+            _BACKEND_TOOK.append(time.perf_counter() - began)
 
     _BACKEND_STARTING.append(threading.Thread(target=start, name="gridbench-jax-backend", daemon=True))
     _BACKEND_STARTING[0].start()
+
+
+def backend_started() -> dict[str, float]:
+    """Waits for the backend's start begun by start_jax_backend_early; its seconds, for the trial that waited.
+
+    Only the worker's first trial reports them: `device_start_s`, what the start took on its thread (beside the
+    worker's imports), and `device_wait_s`, what the trial then still waited for it. The trial's first use of the
+    device would wait for it anyway; waiting here keeps that wait out of its setup.
+    """
+    if not _BACKEND_STARTING or _BACKEND_REPORTED:
+        return {}
+    began = time.perf_counter()
+    _BACKEND_STARTING[0].join()
+    _BACKEND_REPORTED.append(True)
+    waited = time.perf_counter() - began
+    return {schema.DEVICE_START_S: _BACKEND_TOOK[0] if _BACKEND_TOOK else waited, schema.DEVICE_WAIT_S: waited}
 
 
 def blas_threads() -> str:
@@ -91,7 +113,8 @@ def compile_others_ahead(context: TrialContext, session, others: Callable[[], It
     On a GPU only: XLA compiles on the host while the device trains, and a CPU trial's
     cores are its own (compiling beside it would slow the very epochs it times). Once per
     worker and search: the first trial queues them all. `others()` yields the sessions of
-    the other programs; they compile from their shapes, without their data.
+    the other programs; they compile from their shapes, without their data. Where the cache
+    holds them all, "compiling" is reading each saved program: no later trial reads its own.
     """
     from gridbench.workloads.programs import PROGRAMS
 

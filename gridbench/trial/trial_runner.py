@@ -65,6 +65,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         note_started(context)
+        ahead_metrics = {**ahead_metrics, **steps.backend_started()}  # the device's start, apart: a worker's first
         train = _train_group if context.inner_axis else _train_one
         if context.fused_groups:
             train = functools.partial(train_fused, members=context.fused_groups[int(config[FUSED_GROUP_KEY])])
