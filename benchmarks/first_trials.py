@@ -4,8 +4,9 @@
     python benchmarks/first_trials.py TRACKING_URI        # every search in the store, oldest first
 
 Per search (its scale count, where `gridbench scale` ran it): each worker's first trial, by configuration, with its
-wall time and the parts the trial recorded (seconds): imports in the trial, the device's start on its thread and
-what the trial still waited for it (device_start_s, device_wait_s: JAX's GPU backend), setup (data, model and its
+wall time and the parts the trial recorded (seconds): imports in the trial, the device's start on its thread, the
+data read beside it and what the trial still waited for it (device_start_s, data_read_s, device_wait_s: JAX's GPU
+backend), setup (data, model and its
 first transfer), its program (compile_s: loaded, compiled or reused), the first epoch's excess over a steady one,
 fit outside its epochs, evaluation, and what is left (wall less those and its epochs). Then the same parts as the
 median of the search's later trials. Reads the store only: nothing is run again.
@@ -22,6 +23,7 @@ from gridbench.tracking import schema
 PARTS = (
     ("import", schema.IMPORT_S),
     ("dev start", schema.DEVICE_START_S),
+    ("data read", schema.DATA_READ_S),
     ("dev wait", schema.DEVICE_WAIT_S),
     ("setup", schema.SETUP_S),
     ("program", schema.COMPILE_S),

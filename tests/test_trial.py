@@ -104,3 +104,24 @@ def test_the_worker_s_first_trial_waits_for_its_backend_and_reports_the_start_ap
     monkeypatch.setattr(steps, "_BACKEND_STARTING", [])
     monkeypatch.setattr(steps, "_BACKEND_REPORTED", [])
     assert steps.backend_started() == {}  # no backend started early (a CPU trial, another framework)
+
+
+def test_the_first_trial_reads_its_data_while_its_device_starts_and_not_once_it_has_started(monkeypatch):
+    import threading
+
+    from gridbench.tracking import schema
+    from gridbench.trial import steps
+
+    read = []
+    monkeypatch.setattr(steps, "load_data", lambda context, hyperparameters: read.append(hyperparameters))
+    release = threading.Event()
+    starting = threading.Thread(target=release.wait)
+    monkeypatch.setattr(steps, "_BACKEND_STARTING", [starting])
+    monkeypatch.setattr(steps, "_BACKEND_REPORTED", [])
+    starting.start()
+    assert schema.DATA_READ_S in steps.data_loaded(None, {"hidden_units": 8}) and read == [{"hidden_units": 8}]
+    release.set()
+    starting.join()
+    assert steps.data_loaded(None, {"hidden_units": 16}) == {} and len(read) == 1  # started: the setup reads them
+    monkeypatch.setattr(steps, "_BACKEND_STARTING", [])
+    assert steps.data_loaded(None, {}) == {} and len(read) == 1  # no early start (a CPU trial, a later trial)

@@ -444,8 +444,14 @@ DEVICE_START_S = _metric(
 DEVICE_WAIT_S = _metric(
     "device_wait_s",
     On.TRIAL,
-    "on a worker's first GPU trial (JAX): what the trial waited for its backend's start after its imports, before "
-    "its setup (inside its wall time)",
+    "on a worker's first GPU trial (JAX): what the trial waited for its backend's start after its imports (and its "
+    "data's read, data_read_s), before its setup (inside its wall time)",
+)
+DATA_READ_S = _metric(
+    "data_read_s",
+    On.TRIAL,
+    "on a worker's first GPU trial (JAX), where its device was still starting: reading and scaling its data then, "
+    "beside the start (its setup then finds them read)",
 )
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")
 COMPILE_S = _metric(

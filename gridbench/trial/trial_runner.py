@@ -65,7 +65,8 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         note_started(context)
-        ahead_metrics = {**ahead_metrics, **steps.backend_started()}  # the device's start, apart: a worker's first
+        # A worker's first trial reads its data while its device starts (on the backend's thread), then waits for it.
+        ahead_metrics = {**ahead_metrics, **steps.data_loaded(context, hyperparameters), **steps.backend_started()}
         train = _train_group if context.inner_axis else _train_one
         if context.fused_groups:
             train = functools.partial(train_fused, members=context.fused_groups[int(config[FUSED_GROUP_KEY])])
