@@ -4,7 +4,8 @@
     python benchmarks/first_trials.py TRACKING_URI        # every search in the store, oldest first
 
 Per search (its scale count, where `gridbench scale` ran it): each worker's first trial, by configuration, with its
-wall time and the parts the trial recorded (seconds): imports in the trial, the device's start on its thread, the
+wall time and the parts the trial recorded (seconds): the process's setup before its imports (NVML's start
+included), imports in the trial, the device's start on its thread, the
 data read beside it and what the trial still waited for it (device_start_s, data_read_s, device_wait_s: JAX's GPU
 backend), setup (data, model and its
 first transfer), its program (compile_s: loaded, compiled or reused), the first epoch's excess over a steady one,
@@ -21,6 +22,7 @@ from collections import defaultdict
 from gridbench.tracking import schema
 
 PARTS = (
+    ("proc setup", schema.PROCESS_SETUP_S),
     ("import", schema.IMPORT_S),
     ("dev start", schema.DEVICE_START_S),
     ("data read", schema.DATA_READ_S),

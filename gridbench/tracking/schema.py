@@ -408,6 +408,12 @@ FAILURE_KIND = _tag(
 )
 FAILURE_MESSAGE = _tag("failure.message", On.TRIAL, "a FAILED trial's cause in one line, with what a user can do")
 
+PROCESS_SETUP_S = _metric(
+    "process_setup_s",
+    On.TRIAL,
+    "before its imports: the process configured for the trial, and its GPU's facts read (NVML, started once per "
+    "worker)",
+)
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
 # Imports ahead (--prestart-workers, gridbench.trial.prestart): in Ray's setup hook, before the worker's first trial.
 WORKER_IMPORTED_AHEAD = _tag(

@@ -58,6 +58,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         if gpus:
             outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
         imported = time.perf_counter()
+        outcome.metrics[schema.PROCESS_SETUP_S] = imported - start  # NVML's start in a worker's first GPU trial
         workload = context.resolve_workload()
         keras_import.import_for(workload)
         entry: WorkloadEntry = workload.load_train()
