@@ -66,11 +66,12 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         note_started(context)
-        # A worker's first trial reads its data while its device starts (on the backend's thread), then waits for it.
-        ahead_metrics = {**ahead_metrics, **steps.data_loaded(context, hyperparameters), **steps.backend_started()}
-        train = _train_group if context.inner_axis else _train_one
+        train, data_options = (_train_group if context.inner_axis else _train_one), hyperparameters
         if context.fused_groups:
-            train = functools.partial(train_fused, members=context.fused_groups[int(config[FUSED_GROUP_KEY])])
+            members = context.fused_groups[int(config[FUSED_GROUP_KEY])]
+            train, data_options = functools.partial(train_fused, members=members), {**hyperparameters, **members[0][0]}
+        # A worker's first trial reads its data while its device starts (on the backend's thread), then waits for it.
+        ahead_metrics = {**ahead_metrics, **steps.data_loaded(context, data_options), **steps.backend_started()}
         train(outcome, entry, context, hyperparameters, repeat, gpus, import_s, start)
     except Exception as err:
         outcome.status = TrialStatus.FAILED
