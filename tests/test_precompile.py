@@ -162,7 +162,7 @@ def test_a_program_is_ready_under_a_name_of_what_it_depends_on(tmp_path):
 
 
 def test_a_search_whose_programs_are_all_ready_starts_no_compiling_process(monkeypatch, tmp_path):
-    from gridbench.gridsearch import ray_session
+    from gridbench.gridsearch import ray_session, search_runner
 
     monkeypatch.setenv("GRIDBENCH_CACHE_DIR", str(tmp_path / "cache"))
     plan, context = _ready_context(tmp_path)
@@ -172,10 +172,14 @@ def test_a_search_whose_programs_are_all_ready_starts_no_compiling_process(monke
     monkeypatch.setattr(Precompiler, "start", lambda *args: started.append(args))
     session = ray_session.RaySession()
     session.precompile(plan)
+    # The trials' context as the search builds it: nothing compiles the programs ahead, so a GPU worker's first
+    # trial queues the others (gridbench.trial.steps.compile_others_ahead), which it then loads from the cache.
+    tags = {name: "x" for name in (schema.DEVICE, schema.BACKEND, schema.COMPILE_CACHE, schema.DATA_SYNTHETIC)}
+    tags[schema.EXECUTION] = "trials"
+    trials_context, _ = search_runner._trials_context(plan, session, None, tags, None, None)
     session.stop()
     assert started == [] and session.precompiler is None and session.programs_ready == 2
-    # Nothing compiles them ahead: a GPU worker's first trial queues the others, which it then loads from the cache.
-    assert not session.compiling_ahead
+    assert not session.compiling_ahead and not trials_context.precompiled
 
 
 @pytest.mark.gpu
