@@ -3,9 +3,10 @@
     python benchmarks/driver_timeline.py search mnist --device gpu [more gridbench arguments]
 
 Prints "[trace] SECONDS > step" and "< step" on stderr, in seconds since the process was
-created (the command's start, as time_to_first_trial_s counts it), for planning, Ray's
-start, the imports beside it (MLflow and Ray Tune, on a thread), the store's opening, compiling ahead,
-the recording callback and Tune's fit, then the command's own output. Run it from an empty directory, as a user types the command.
+created (the command's start, as time_to_first_trial_s counts it), for planning, Ray's start,
+the backends' probe and the imports beside it (MLflow and Ray Tune, on threads), the store's
+opening, compiling ahead, the recording callback and Tune's fit, then the command's own output.
+Run it from an empty directory, as a user types the command.
 """
 
 from __future__ import annotations
@@ -42,12 +43,14 @@ def main() -> int:
     stamp("python started, importing gridbench")
     import gridbench.cli as cli
     import gridbench.gridsearch as search
+    import gridbench.gridsearch.plan as plan
     import gridbench.gridsearch.ray_session as ray_session
     import gridbench.gridsearch.search_runner as run
 
     # Each where its caller looks it up (run_search's steps are in run.py's namespace).
     steps = [(ray_session, "_start_ray"), (ray_session, "open_store"), (run, "recording_callback"), (run, "fit")]
     steps.append((ray_session, "_import_for_later"))  # MLflow and Ray Tune, on a thread beside Ray's start
+    steps.append((plan, "_choose_backend"))  # asking the backends about GPUs, on a thread beside Ray's start
     for module, name in [*steps, (run, "start_search")]:
         if hasattr(module, name):
             stamped(module, name)
