@@ -5,9 +5,8 @@
 
 Per search (its scale count, where `gridbench scale` ran it): each worker's first trial, by configuration, with its
 wall time and the parts the trial recorded (seconds): the process's setup before its imports (NVML's start
-included), imports in the trial, the device's start on its thread, the
-data read beside it and what the trial still waited for it (device_start_s, data_read_s, device_wait_s: JAX's GPU
-backend), setup (data, model and its
+included), imports in the trial, the device's start and the data's read on threads of their own, and what the
+trial still waited for each (device_start_s, data_read_s, data_wait_s, device_wait_s), setup (data, model and its
 first transfer), its program (compile_s: loaded, compiled or reused), the first epoch's excess over a steady one,
 fit outside its epochs, evaluation, and what is left (wall less those and its epochs). Then the same parts as the
 median of the search's later trials. Reads the store only: nothing is run again.
@@ -26,6 +25,7 @@ PARTS = (
     ("import", schema.IMPORT_S),
     ("dev start", schema.DEVICE_START_S),
     ("data read", schema.DATA_READ_S),
+    ("data wait", schema.DATA_WAIT_S),
     ("dev wait", schema.DEVICE_WAIT_S),
     ("setup", schema.SETUP_S),
     ("program", schema.COMPILE_S),
@@ -42,7 +42,8 @@ def parts(metrics: dict[str, float]) -> dict[str, float]:
     steady, warmup = metrics.get(schema.STEADY_EPOCH_S, 0.0), metrics.get(schema.WARMUP_EPOCH_S, 0.0)
     found["warm-up"] = max(0.0, warmup - steady)
     epochs = metrics.get(schema.TRAIN_EPOCHS_S, 0.0)
-    named = sum(v for k, v in found.items() if k not in ("dev start", "warm-up"))  # the start is on its own thread
+    on_threads = ("dev start", "data read", "warm-up")  # the start and the read ran on threads of their own
+    named = sum(v for k, v in found.items() if k not in on_threads)
     found["rest"] = metrics.get(schema.TRIAL_WALL_S, 0.0) - named - epochs
     return found
 

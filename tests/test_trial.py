@@ -106,22 +106,41 @@ def test_the_worker_s_first_trial_waits_for_its_backend_and_reports_the_start_ap
     assert steps.backend_started() == {}  # no backend started early (a CPU trial, another framework)
 
 
-def test_the_first_trial_reads_its_data_while_its_device_starts_and_not_once_it_has_started(monkeypatch):
+def test_a_worker_s_first_trial_reads_its_data_on_a_thread_and_reports_the_read_once(monkeypatch):
     import threading
+    from dataclasses import replace
 
     from gridbench.tracking import schema
     from gridbench.trial import steps
 
-    read = []
-    monkeypatch.setattr(steps, "load_data", lambda context, hyperparameters: read.append(hyperparameters))
-    release = threading.Event()
-    starting = threading.Thread(target=release.wait)
-    monkeypatch.setattr(steps, "_BACKEND_STARTING", [starting])
-    monkeypatch.setattr(steps, "_BACKEND_REPORTED", [])
-    starting.start()
-    assert schema.DATA_READ_S in steps.data_loaded(None, {"hidden_units": 8}) and read == [{"hidden_units": 8}]
-    release.set()
-    starting.join()
-    assert steps.data_loaded(None, {"hidden_units": 16}) == {} and len(read) == 1  # started: the setup reads them
-    monkeypatch.setattr(steps, "_BACKEND_STARTING", [])
-    assert steps.data_loaded(None, {}) == {} and len(read) == 1  # no early start (a CPU trial, a later trial)
+    release, read = threading.Event(), []
+    monkeypatch.setattr(steps, "load_data", lambda context, options: (release.wait(), read.append(options)))
+    monkeypatch.setattr(steps, "_DATA_READ", [])
+    monkeypatch.setattr(steps, "_DATA_REPORTED", [])
+    mnist = TrialContext("mlp", {}, datasets.DataSource("mnist", "/data/mnist.npz"), "gpu", "jax", cpus=1, seed=0)
+    steps.start_data_read(mnist, {"hidden_units": 8})
+    assert steps._DATA_READ[0][0].is_alive() and read == []  # reading, while the trial goes on
+    threading.Timer(0.2, release.set).start()
+    reported = steps.data_read()
+    assert read == [{"hidden_units": 8}] and not steps._DATA_READ[0][0].is_alive()  # the trial waited for it
+    assert reported[schema.DATA_READ_S] > 0 and reported[schema.DATA_WAIT_S] > 0
+    steps.start_data_read(mnist, {"hidden_units": 16})  # the worker's next trial: its data are the worker's
+    assert steps.data_read() == {} and len(read) == 1
+    monkeypatch.setattr(steps, "_DATA_READ", [])
+    for source in (datasets.DataSource("digits"), datasets.DataSource("imdb", "/data/imdb.npz")):
+        steps.start_data_read(replace(mnist, data=source), {})  # their reading imports: read in the setup
+    assert steps._DATA_READ == [] and steps.data_read() == {}
+
+
+def test_a_read_that_fails_on_its_thread_reports_nothing_and_leaves_the_failure_to_the_setup(monkeypatch):
+    from gridbench.trial import steps
+
+    def broken(context, options):
+        raise OSError("no such file")
+
+    monkeypatch.setattr(steps, "load_data", broken)
+    monkeypatch.setattr(steps, "_DATA_READ", [])
+    monkeypatch.setattr(steps, "_DATA_REPORTED", [])
+    context = TrialContext("mlp", {}, datasets.DataSource("mnist", synthetic=True), "cpu", "jax", cpus=1, seed=0)
+    steps.start_data_read(context, {})
+    assert steps.data_read() == {}

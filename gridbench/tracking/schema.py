@@ -450,14 +450,21 @@ DEVICE_START_S = _metric(
 DEVICE_WAIT_S = _metric(
     "device_wait_s",
     On.TRIAL,
-    "on a worker's first GPU trial (JAX): what the trial waited for its backend's start after its imports (and its "
-    "data's read, data_read_s), before its setup (inside its wall time)",
+    "on a worker's first GPU trial (JAX): what the trial waited for its backend's start after its imports (and "
+    "its data's read), before its setup (inside its wall time)",
 )
 DATA_READ_S = _metric(
     "data_read_s",
     On.TRIAL,
-    "on a worker's first GPU trial (JAX), where its device was still starting: reading and scaling its data then, "
-    "beside the start (its setup then finds them read)",
+    "on a worker's first trial, for data read from files that import nothing (mnist, cifar10, synthetic): reading "
+    "and scaling them on a thread from the trial's start, beside its imports and its device's start (its setup "
+    "then finds them read)",
+)
+DATA_WAIT_S = _metric(
+    "data_wait_s",
+    On.TRIAL,
+    "on a worker's first trial whose data were read on a thread (data_read_s): what the trial still waited for "
+    "them before its setup (inside its wall time)",
 )
 SETUP_S = _metric("setup_s", On.TRIAL, "loading the data and building the model")
 COMPILE_S = _metric(

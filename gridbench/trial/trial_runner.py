@@ -54,6 +54,8 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
     try:
         configure_process(context)
         steps.start_jax_backend_early(context)
+        train, data_options = _training(context, config, hyperparameters)
+        steps.start_data_read(context, data_options)  # beside the imports and the device's start
         gpus = gpu_monitor.assigned_gpu_indices() if context.device == "gpu" else []
         if gpus:
             outcome.tags.update({schema.GPU_ASSIGNED: ",".join(map(str, gpus)), **gpu_monitor.describe(gpus[0])})
@@ -66,12 +68,8 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         note_started(context)
-        train, data_options = (_train_group if context.inner_axis else _train_one), hyperparameters
-        if context.fused_groups:
-            members = context.fused_groups[int(config[FUSED_GROUP_KEY])]
-            train, data_options = functools.partial(train_fused, members=members), {**hyperparameters, **members[0][0]}
-        # A worker's first trial reads its data while its device starts (on the backend's thread), then waits for it.
-        ahead_metrics = {**ahead_metrics, **steps.data_loaded(context, data_options), **steps.backend_started()}
+        # A worker's first trial waits for its data and its device, both started on threads of their own.
+        ahead_metrics = {**ahead_metrics, **steps.data_read(), **steps.backend_started()}
         train(outcome, entry, context, hyperparameters, repeat, gpus, import_s, start)
     except Exception as err:
         outcome.status = TrialStatus.FAILED
@@ -85,6 +83,14 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
     for recorded in outcome.group or [outcome]:  # a group's members each carry them: the search counts a worker once
         recorded.metrics.update(ahead_metrics)
     return outcome
+
+
+def _training(context: TrialContext, config: Mapping[str, Any], hyperparameters: Mapping[str, Any]):
+    """The trial's training step, and the options its data are read with (a fused group's: its first member's)."""
+    if context.fused_groups:
+        members = context.fused_groups[int(config[FUSED_GROUP_KEY])]
+        return functools.partial(train_fused, members=members), {**hyperparameters, **members[0][0]}
+    return (_train_group if context.inner_axis else _train_one), hyperparameters
 
 
 TRIAL_ID_ENV = "GRIDBENCH_TRIAL_ID"  # the Ray trial this worker runs now (set by the trainable)
