@@ -46,3 +46,21 @@ def test_where_sklearn_was_imported_first_keras_keeps_its_wrappers():
 def test_a_kernel_method_imports_no_keras(monkeypatch):
     monkeypatch.setattr(keras_import, "import_keras", lambda: pytest.fail("Keras imported for a kernel method"))
     assert keras_import.import_for(get_workload("kernel_ridge", "test")) == ()
+
+
+@pytest.mark.slow
+def test_a_jax_trial_seeds_keras_as_keras_does_without_importing_tensorflow():
+    pytest.importorskip("tensorflow")  # installed as the README says (tensorflow-cpu): Keras would import it
+
+    def seeded(*args: str) -> dict:
+        program = Path(__file__).parent / "programs" / "keras_seed.py"
+        result = subprocess.run([sys.executable, str(program), *args], capture_output=True, text=True, timeout=300)
+        line = next((x for x in result.stdout.splitlines() if x.startswith("FOUND ")), "")
+        assert line, result.stdout[-3000:] + result.stderr[-3000:]
+        return json.loads(line[len("FOUND ") :])
+
+    ours, keras_own = seeded(), seeded("keras")
+    assert keras_own["tensorflow_imported"] is True  # Keras' own seeding imports TensorFlow to seed it too
+    assert ours["tensorflow_imported"] is False
+    assert ours["weights"] == keras_own["weights"] and ours["numpy_draw"] == keras_own["numpy_draw"]
+    assert ours["tensorflow_found_later"] is True  # a layer that needs TensorFlow later still finds it

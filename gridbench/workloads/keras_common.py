@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
 import keras
@@ -21,6 +22,36 @@ if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
 
 
 OPTIMIZERS = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop, "sgd": keras.optimizers.SGD}
+
+
+def set_random_seed(seed: int) -> None:
+    """keras.utils.set_random_seed, without importing TensorFlow for a trial on another backend.
+
+    Keras seeds TensorFlow too wherever it is installed (for tf.data pipelines), and imports it to find out; as
+    the README installs gridbench, tensorflow-cpu is there. On 2 cores, in a JAX worker's first trial on the
+    compiled loop, the setup took 1.613-1.794 s with that import and 0.201-0.238 s without
+    (docs/results/around-training.md). No trial on JAX or torch runs a TensorFlow op; where TensorFlow is
+    already imported (scikeras' fit wrapper, a user's model), Keras seeds it as ever.
+    """
+    if keras.backend.backend() == "tensorflow" or sys.modules.get("tensorflow") is not None:
+        keras.utils.set_random_seed(seed)
+        return
+    sys.modules["tensorflow"] = None  # type: ignore[assignment]  # Keras' import of it fails: it seeds the rest
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        if "tensorflow" in sys.modules and sys.modules["tensorflow"] is None:
+            del sys.modules["tensorflow"]
+        _look_for_tensorflow_again()
+
+
+def _look_for_tensorflow_again() -> None:
+    """Keras remembers the failed import: its next check (a preprocessing layer that needs TensorFlow) imports it."""
+    from keras.src.utils import module_utils  # Keras' own: no public way to ask it to look again
+
+    lazy = getattr(module_utils, "tensorflow", None)
+    if lazy is not None and getattr(lazy, "module", None) is None and getattr(lazy, "_available", None) is False:
+        lazy._available = None
 
 
 def data_parallel() -> keras.distribution.DataParallel | None:

@@ -40,6 +40,7 @@ from gridbench.workloads.keras_common import (
     make_optimizer,
     normalise_device,
     precision_policy,
+    set_random_seed,
 )
 from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program, program_tags
 
@@ -169,7 +170,7 @@ class CompiledSession:
 
     def build(self) -> None:
         with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
-            keras.utils.set_random_seed(self.seed)
+            set_random_seed(self.seed)
             distribution = data_parallel()
             check_divisible_batch(self.batch_size, distribution)
             self.model, self.optimizer = self._model_and_optimizer()

@@ -30,7 +30,7 @@ import numpy as np
 from gridbench import compile_cache
 from gridbench.datasets import Dataset
 from gridbench.workloads import program_key, saved_programs
-from gridbench.workloads.keras_common import keras_facts, precision_policy
+from gridbench.workloads.keras_common import keras_facts, precision_policy, set_random_seed
 from gridbench.workloads.keras_compiled import (
     as_sharding,
     compile_evaluation,
@@ -120,7 +120,7 @@ class FusedSession:
             model_key = (seed, tuple(sorted((k, repr(v)) for k, v in hyperparameters.items() if k != "learning_rate")))
             with BUILD_LOCK:
                 if model_key not in models:
-                    keras.utils.set_random_seed(seed)
+                    set_random_seed(seed)
                     with precision_policy(hyperparameters):
                         models[model_key] = self.build_model(hyperparameters)
                 optimizers.append(optimizer_for(models[model_key], hyperparameters))

@@ -23,6 +23,7 @@ from gridbench.workloads.keras_common import (  # noqa: F401  (prepare: this mod
     normalise_device,
     precision_policy,
     prepare,
+    set_random_seed,
     single_device,
 )
 from gridbench.workloads.keras_fit_programs import fit_program_key, take_model
@@ -130,7 +131,7 @@ class KerasMLPSession:
 
     def build(self) -> None:
         with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
-            keras.utils.set_random_seed(self.seed)
+            set_random_seed(self.seed)
             single_device()
             self.estimator = make_estimator(self.hyperparameters, self.seed, callbacks=[self._epochs])
             with precision_policy(self.hyperparameters):

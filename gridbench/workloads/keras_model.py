@@ -23,6 +23,7 @@ from gridbench.workloads.keras_common import (
     keras_facts,
     normalise_device,
     precision_policy,
+    set_random_seed,
     single_device,
 )
 from gridbench.workloads.keras_fit_programs import fit_program_key, take_model
@@ -98,7 +99,7 @@ class KerasFitSession:
 
     def build(self) -> None:
         with BUILD_LOCK:  # the seed, then the build that draws from it, with no compilation ahead between
-            keras.utils.set_random_seed(self.seed)
+            set_random_seed(self.seed)
             single_device()
             with precision_policy(self.hyperparameters):
                 fresh = self.build_model()
