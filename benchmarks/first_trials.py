@@ -20,6 +20,7 @@ from collections import defaultdict
 
 from gridbench.tracking import schema
 
+CONFIG_KEYS = ("batch_size", "hidden_units", "learning_rate")  # how a first trial is named
 PARTS = (
     ("proc setup", schema.PROCESS_SETUP_S),
     ("import", schema.IMPORT_S),
@@ -74,9 +75,6 @@ def report(client, parent) -> None:
         medians = {name: statistics.median(parts(m)[name] for m in later) for name, _ in PARTS}
         wall = statistics.median(m.get(schema.TRIAL_WALL_S, 0.0) for m in later)
         print(row(f"median of the {len(later)} later trials", wall, medians))
-
-
-CONFIG_KEYS = ("batch_size", "hidden_units", "learning_rate")
 
 
 def main(uri: str) -> None:

@@ -72,7 +72,7 @@ def test_a_gpu_worker_on_jax_starts_its_backend_once_beside_its_imports_and_a_cp
     from gridbench.trial import steps
 
     started = []
-    monkeypatch.setattr(steps, "_BACKEND_STARTING", [])
+    monkeypatch.setattr(steps, "_BACKEND", steps.OnItsThread())
     monkeypatch.setattr(steps.threading.Thread, "start", lambda thread: started.append(thread.name))
     context = TrialContext("digits", {}, datasets.DataSource("digits"), "cpu", "jax", cpus=1, seed=0)
     steps.start_jax_backend_early(context)
@@ -89,11 +89,9 @@ def test_the_worker_s_first_trial_waits_for_its_backend_and_reports_the_start_ap
     from gridbench.tracking import schema
     from gridbench.trial import steps
 
-    release = threading.Event()
-    starting = threading.Thread(target=lambda: (release.wait(), steps._BACKEND_TOOK.append(0.75)))
-    monkeypatch.setattr(steps, "_BACKEND_STARTING", [starting])
-    monkeypatch.setattr(steps, "_BACKEND_TOOK", [])
-    monkeypatch.setattr(steps, "_BACKEND_REPORTED", [])
+    release, backend = threading.Event(), steps.OnItsThread()
+    starting = backend.thread = threading.Thread(target=lambda: (release.wait(), setattr(backend, "took", 0.75)))
+    monkeypatch.setattr(steps, "_BACKEND", backend)
     starting.start()
     threading.Timer(0.2, release.set).start()
     reported = steps.backend_started()
@@ -101,8 +99,7 @@ def test_the_worker_s_first_trial_waits_for_its_backend_and_reports_the_start_ap
     assert reported[schema.DEVICE_START_S] == 0.75  # what the start took on its thread, not the wait
     assert reported[schema.DEVICE_WAIT_S] > 0.0
     assert steps.backend_started() == {}  # a later trial in the same worker: nothing to wait for or report
-    monkeypatch.setattr(steps, "_BACKEND_STARTING", [])
-    monkeypatch.setattr(steps, "_BACKEND_REPORTED", [])
+    monkeypatch.setattr(steps, "_BACKEND", steps.OnItsThread())
     assert steps.backend_started() == {}  # no backend started early (a CPU trial, another framework)
 
 
@@ -115,21 +112,20 @@ def test_a_worker_s_first_trial_reads_its_data_on_a_thread_and_reports_the_read_
 
     release, read = threading.Event(), []
     monkeypatch.setattr(steps, "load_data", lambda context, options: (release.wait(), read.append(options)))
-    monkeypatch.setattr(steps, "_DATA_READ", [])
-    monkeypatch.setattr(steps, "_DATA_REPORTED", [])
+    monkeypatch.setattr(steps, "_DATA", steps.OnItsThread())
     mnist = TrialContext("mlp", {}, datasets.DataSource("mnist", "/data/mnist.npz"), "gpu", "jax", cpus=1, seed=0)
     steps.start_data_read(mnist, {"hidden_units": 8})
-    assert steps._DATA_READ[0][0].is_alive() and read == []  # reading, while the trial goes on
+    assert steps._DATA.thread.is_alive() and read == []  # reading, while the trial goes on
     threading.Timer(0.2, release.set).start()
     reported = steps.data_read()
-    assert read == [{"hidden_units": 8}] and not steps._DATA_READ[0][0].is_alive()  # the trial waited for it
+    assert read == [{"hidden_units": 8}] and not steps._DATA.thread.is_alive()  # the trial waited for it
     assert reported[schema.DATA_READ_S] > 0 and reported[schema.DATA_WAIT_S] > 0
     steps.start_data_read(mnist, {"hidden_units": 16})  # the worker's next trial: its data are the worker's
     assert steps.data_read() == {} and len(read) == 1
-    monkeypatch.setattr(steps, "_DATA_READ", [])
+    monkeypatch.setattr(steps, "_DATA", steps.OnItsThread())
     for source in (datasets.DataSource("digits"), datasets.DataSource("imdb", "/data/imdb.npz")):
         steps.start_data_read(replace(mnist, data=source), {})  # their reading imports: read in the setup
-    assert steps._DATA_READ == [] and steps.data_read() == {}
+    assert steps._DATA.thread is None and steps.data_read() == {}
 
 
 def test_a_read_that_fails_on_its_thread_reports_nothing_and_leaves_the_failure_to_the_setup(monkeypatch):
@@ -139,8 +135,7 @@ def test_a_read_that_fails_on_its_thread_reports_nothing_and_leaves_the_failure_
         raise OSError("no such file")
 
     monkeypatch.setattr(steps, "load_data", broken)
-    monkeypatch.setattr(steps, "_DATA_READ", [])
-    monkeypatch.setattr(steps, "_DATA_REPORTED", [])
+    monkeypatch.setattr(steps, "_DATA", steps.OnItsThread())
     context = TrialContext("mlp", {}, datasets.DataSource("mnist", synthetic=True), "cpu", "jax", cpus=1, seed=0)
     steps.start_data_read(context, {})
     assert steps.data_read() == {}

@@ -411,8 +411,8 @@ FAILURE_MESSAGE = _tag("failure.message", On.TRIAL, "a FAILED trial's cause in o
 PROCESS_SETUP_S = _metric(
     "process_setup_s",
     On.TRIAL,
-    "before its imports: the process configured for the trial, and its GPU's facts read (NVML, started once per "
-    "worker)",
+    "before its imports: the process configured for the trial, its data's read and its device's start begun on "
+    "threads of their own, and its GPU's facts read (NVML, started once per worker)",
 )
 IMPORT_S = _metric("import_s", On.TRIAL, "importing the framework in this worker (0 once reused)")
 # Imports ahead (--prestart-workers, gridbench.trial.prestart): in Ray's setup hook, before the worker's first trial.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 
 from gridbench.workloads import Workload
+from gridbench.workloads.hidden_imports import hidden
 
 # Keras imports each inside `try: ... except ImportError`, and only its wrappers and galleries use them.
 HIDDEN = ("sklearn", "matplotlib")
@@ -30,13 +31,6 @@ def import_keras() -> tuple[str, ...]:
     """Imports Keras, hiding from it whichever of HIDDEN nothing has imported yet; returns those."""
     if "keras" in sys.modules:
         return ()
-    hidden = tuple(name for name in HIDDEN if name not in sys.modules)
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError: Keras goes on
-    try:
+    with hidden(*HIDDEN) as hiding:
         import keras  # noqa: F401
-    finally:
-        for name in hidden:
-            if name in sys.modules and sys.modules[name] is None:
-                del sys.modules[name]
-    return hidden
+    return hiding

@@ -20,11 +20,45 @@ from gridbench.trial.outcome import TrialOutcome
 
 # Compile caches whose search's other programs this worker has queued (a worker serves one search).
 _QUEUED_AHEAD: set[str] = set()
-_BACKEND_STARTING: list[threading.Thread] = []  # this worker's early start of JAX's GPU backend, once
-_BACKEND_TOOK: list[float] = []  # what that start took, on its thread: set once it ends
-_BACKEND_REPORTED: list[bool] = []  # the worker's trial that waited for it has reported it
-_DATA_READ: list[tuple[threading.Thread, dict[str, float]]] = []  # its first trial's data, read on a thread, once
-_DATA_REPORTED: list[bool] = []
+
+
+class OnItsThread:
+    """Work a worker's first trial starts on a thread of its own and later waits for: once per worker.
+
+    `took` is what the work took on its thread, set where it ended without raising; the first `wait` reports it
+    with what the trial still waited, and every later one nothing.
+    """
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.took: float | None = None
+        self.reported = False
+
+    def start(self, name: str, work: Callable[[], object]) -> None:
+        def run() -> None:
+            began = time.perf_counter()
+            try:
+                work()
+            except Exception:  # noqa: BLE001 - the trial meets the same failure on its own, and names it
+                return
+            self.took = time.perf_counter() - began
+
+        self.thread = threading.Thread(target=run, name=name, daemon=True)
+        self.thread.start()
+
+    def wait(self) -> tuple[float, float] | None:
+        """(seconds on its thread, seconds the trial waited) for the first trial to wait; None after that, or where
+        the work never started or failed."""
+        if self.thread is None or self.reported:
+            return None
+        began = time.perf_counter()
+        self.thread.join()
+        self.reported = True
+        return None if self.took is None else (self.took, time.perf_counter() - began)
+
+
+_BACKEND = OnItsThread()  # this worker's early start of JAX's GPU backend
+_DATA = OnItsThread()  # its first trial's data, read from the trial's start
 
 
 def start_jax_backend_early(context: TrialContext) -> None:
@@ -35,22 +69,18 @@ def start_jax_backend_early(context: TrialContext) -> None:
     other (medians of 3, benchmarks/worker_start.py). The trial's first use of the device waits for it (JAX
     starts its backends under a lock), so nothing timed starts before the device is up.
     """
-    if context.device != "gpu" or context.backend != "jax" or _BACKEND_STARTING:
+    if context.device != "gpu" or context.backend != "jax" or _BACKEND.thread is not None:
         return
 
     def start() -> None:
-        began = time.perf_counter()
         try:
             import jax
 
             jax.devices()
-        except Exception:  # noqa: BLE001, S110 - the trial meets the same failure on its own first use, and names it
+        except Exception:  # noqa: BLE001, S110 - timed all the same: the trial meets the failure on its first use
             pass
-        finally:
-            _BACKEND_TOOK.append(time.perf_counter() - began)
 
-    _BACKEND_STARTING.append(threading.Thread(target=start, name="gridbench-jax-backend", daemon=True))
-    _BACKEND_STARTING[0].start()
+    _BACKEND.start("gridbench-jax-backend", start)
 
 
 def backend_started() -> dict[str, float]:
@@ -60,13 +90,8 @@ def backend_started() -> dict[str, float]:
     worker's imports), and `device_wait_s`, what the trial then still waited for it. The trial's first use of the
     device would wait for it anyway; waiting here keeps that wait out of its setup.
     """
-    if not _BACKEND_STARTING or _BACKEND_REPORTED:
-        return {}
-    began = time.perf_counter()
-    _BACKEND_STARTING[0].join()
-    _BACKEND_REPORTED.append(True)
-    waited = time.perf_counter() - began
-    return {schema.DEVICE_START_S: _BACKEND_TOOK[0] if _BACKEND_TOOK else waited, schema.DEVICE_WAIT_S: waited}
+    waited = _BACKEND.wait()
+    return {schema.DEVICE_START_S: waited[0], schema.DEVICE_WAIT_S: waited[1]} if waited else {}
 
 
 def blas_threads() -> str:
@@ -92,35 +117,20 @@ def start_data_read(context: TrialContext, hyperparameters) -> None:
     """Starts reading the trial's data on a thread, beside the worker's imports and its device's start.
 
     A worker's first trial only: the worker keeps its data (load_shared), and its later trials find them. Only data
-    whose reading imports nothing (EARLY_READ, synthetic data): the others are read in the setup, as before.
+    whose reading imports nothing (EARLY_READ, synthetic data): the others are read in the setup, as before. A
+    read that fails reports nothing: the setup reads them again, and fails there as it would have.
     """
     source = context.data
-    if _DATA_READ or not (source.synthetic or (source.user is None and source.name in EARLY_READ)):
+    if _DATA.thread is not None or not (source.synthetic or (source.user is None and source.name in EARLY_READ)):
         return
-    took: dict[str, float] = {}
-
-    def read() -> None:
-        began = time.perf_counter()
-        try:
-            load_data(context, hyperparameters)
-        except Exception:  # noqa: BLE001, S110 - the setup reads them again, and fails there as it would have
-            return
-        took[schema.DATA_READ_S] = time.perf_counter() - began
-
-    _DATA_READ.append((threading.Thread(target=read, name="gridbench-data-read", daemon=True), took))
-    _DATA_READ[0][0].start()
+    _DATA.start("gridbench-data-read", lambda: load_data(context, hyperparameters))
 
 
 def data_read() -> dict[str, float]:
     """Waits for the read start_data_read began; for the trial that waited, what the read took on its thread
     (`data_read_s`) and what the trial still waited for it (`data_wait_s`), before its setup. Once per worker."""
-    if not _DATA_READ or _DATA_REPORTED:
-        return {}
-    began = time.perf_counter()
-    thread, took = _DATA_READ[0]
-    thread.join()
-    _DATA_REPORTED.append(True)
-    return {**took, schema.DATA_WAIT_S: time.perf_counter() - began} if took else {}
+    waited = _DATA.wait()
+    return {schema.DATA_READ_S: waited[0], schema.DATA_WAIT_S: waited[1]} if waited else {}
 
 
 def without_accuracy(metrics: dict[str, float], data: DataSource) -> dict[str, float]:

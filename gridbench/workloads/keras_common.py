@@ -15,6 +15,7 @@ import keras
 
 from gridbench import compile_cache
 from gridbench.tracking import schema
+from gridbench.workloads.hidden_imports import hidden
 from gridbench.workloads.keras_layers import parameter_count
 
 if TYPE_CHECKING:  # the clock is the trial's; a workload only calls it
@@ -36,12 +37,10 @@ def set_random_seed(seed: int) -> None:
     if keras.backend.backend() == "tensorflow" or sys.modules.get("tensorflow") is not None:
         keras.utils.set_random_seed(seed)
         return
-    sys.modules["tensorflow"] = None  # type: ignore[assignment]  # Keras' import of it fails: it seeds the rest
     try:
-        keras.utils.set_random_seed(seed)
+        with hidden("tensorflow"):  # Keras' import of it fails: it seeds the rest
+            keras.utils.set_random_seed(seed)
     finally:
-        if "tensorflow" in sys.modules and sys.modules["tensorflow"] is None:
-            del sys.modules["tensorflow"]
         _look_for_tensorflow_again()
 
 
