@@ -4,7 +4,8 @@
     python benchmarks/first_trials.py TRACKING_URI        # every search in the store, oldest first
 
 Per search (its scale count, where `gridbench scale` ran it): each worker's first trial, by configuration, with its
-wall time and the parts the trial recorded (seconds): the process's setup before its imports (NVML's start
+wall time and the parts the trial recorded (seconds): its worker's setup hook before it, with the device's start in
+it (--prestart-workers: outside the trial's wall), the process's setup before its imports (NVML's start
 included), imports in the trial, the device's start and the data's read on threads of their own, and what the
 trial still waited for each (device_start_s, data_read_s, data_wait_s, device_wait_s), setup (data, model and its
 first transfer), its program (compile_s: loaded, compiled or reused), the first epoch's excess over a steady one,
@@ -22,6 +23,8 @@ from gridbench.tracking import schema
 
 CONFIG_KEYS = ("batch_size", "hidden_units", "learning_rate")  # how a first trial is named
 PARTS = (
+    ("hook", schema.WORKER_IMPORT_AHEAD_S),  # Ray's setup hook, before the trial (--prestart-workers)
+    ("dev ahead", schema.WORKER_DEVICE_START_AHEAD_S),  # the device's start within it
     ("proc setup", schema.PROCESS_SETUP_S),
     ("import", schema.IMPORT_S),
     ("dev start", schema.DEVICE_START_S),
@@ -43,8 +46,9 @@ def parts(metrics: dict[str, float]) -> dict[str, float]:
     steady, warmup = metrics.get(schema.STEADY_EPOCH_S, 0.0), metrics.get(schema.WARMUP_EPOCH_S, 0.0)
     found["warm-up"] = max(0.0, warmup - steady)
     epochs = metrics.get(schema.TRAIN_EPOCHS_S, 0.0)
-    on_threads = ("dev start", "data read", "warm-up")  # the start and the read ran on threads of their own
-    named = sum(v for k, v in found.items() if k not in on_threads)
+    # Before the trial, or on threads of their own (the warm-up is inside the epochs)
+    apart = ("hook", "dev ahead", "dev start", "data read", "warm-up")
+    named = sum(v for k, v in found.items() if k not in apart)
     found["rest"] = metrics.get(schema.TRIAL_WALL_S, 0.0) - named - epochs
     return found
 

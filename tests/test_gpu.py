@@ -99,3 +99,25 @@ def test_a_gpu_search_needs_no_backend_named(store, experiment):
         assert parent.data.tags["backend"] == "numpy/cupy"
     assert children and all(c.data.tags["device.actual"] == "gpu:0" for c in children)
     assert all(c.info.status == "FINISHED" for c in children)
+
+
+def test_a_search_on_one_gpu_starts_its_worker_and_device_ahead_by_default(store):
+    """The headline's case: the one GPU a worker sees is its trials', so the worker starts it in Ray's setup hook."""
+    needs("jax")
+    first_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+    result = subprocess.run(
+        [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store, "--device", "gpu",
+         "--backend", "jax"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": first_gpu},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, (parent,), children = runs_of(store, "digits")
+    assert parent.data.tags["prestart_workers"] == "on" and parent.data.metrics["workers_prestarted"] == 1
+    firsts = [c for c in children if "worker.device_start_ahead_s" in c.data.metrics]
+    assert len(firsts) == 1  # the one worker's first trial reports the start its hook made
+    first = firsts[0].data.metrics
+    assert 0 < first["worker.device_start_ahead_s"] <= first["worker.import_ahead_s"]
+    for child in children:
+        assert child.info.status == "FINISHED" and child.data.tags["device.actual"] == "gpu:0"
+        assert child.data.tags["gpu.assigned"] == first_gpu and child.data.tags["jax.platform"] == "gpu"
+        assert "device_start_s" not in child.data.metrics  # no trial started the device itself

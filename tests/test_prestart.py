@@ -182,3 +182,55 @@ def test_a_gpu_searchs_torch_is_left_to_the_trial(tmp_path, device, backend, imp
     assert TUNE_TRAINABLE_MODULE in written["modules"]  # what Ray unpickles the trial's actor from, on any backend
     assert written["keras"] is imported
     assert written["backend"] == backend and written["device"] == device
+
+
+@pytest.mark.parametrize(
+    ("prestart", "device", "gpus", "address", "expected"),
+    [
+        (None, "gpu", 1, None, True),  # the headline: one GPU, whose worker starts its device ahead too
+        (None, "gpu", 4, None, False),
+        (None, "cpu", 0, None, False),
+        (None, "gpu", 1, "auto", False),  # a cluster's nodes would each need asking
+        (True, "cpu", 0, None, True),
+        (True, "gpu", 1, "auto", False),
+        (False, "gpu", 1, None, False),
+    ],
+)
+def test_workers_start_ahead_by_default_only_for_a_search_on_one_gpu(prestart, device, gpus, address, expected):
+    from gridbench.gridsearch.options import SearchOptions, prestarts_workers
+
+    options = SearchOptions(device=device, address=address, prestart_workers=prestart)
+    assert prestarts_workers(options, gpus) is expected
+
+
+@pytest.mark.parametrize(
+    ("visible", "count"), [("0", 1), ("3", 1), ("0,1", 2), ("", 0), ("-1", 0), ("1,-1,2", 1), ("GPU-5d1e", 1)]
+)
+def test_a_worker_counts_the_gpus_it_would_start_cuda_on(monkeypatch, visible, count):
+    from gridbench.trial import gpu_monitor
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gpu_monitor.visible_count() == count
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("visible", "ahead"), [("0", True), ("0,1", False)])
+def test_a_worker_seeing_one_gpu_starts_its_jax_backend_in_the_hook_and_its_trial_reports_no_start(
+    tmp_path, visible, ahead
+):
+    """The GPU a worker sees alone is the one Ray hands its trials; seeing two, it cannot know which. (Here JAX finds
+    no GPU and starts its CPU backend: what is checked is which start runs where, and what each side reports.)"""
+    plan = {"backend": "jax", "device": "gpu", "cpus": 1, "gpus_per_trial": 1.0, "modules": [], "keras": False}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(
+        [sys.executable, str(PROGRAMS / "import_ahead.py"), str(tmp_path / "plan.json")],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    found = _line(result, "AHEAD ")
+    (_, metrics), (_, later) = found["first"], found["later"]
+    assert found.get("jax_backend_started", False) is ahead
+    assert ("worker.device_start_ahead_s" in metrics) is ahead and later == {}
+    if ahead:
+        assert 0 < metrics["worker.device_start_ahead_s"] <= metrics["worker.import_ahead_s"]  # inside the hook's span
+        assert found["trial_backend_report"] == {}  # the start is the hook's, reported once, by the hook's record

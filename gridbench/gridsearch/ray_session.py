@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from gridbench.errors import UserError, stderr_into
 from gridbench.gridsearch import lifecycle, local_ray, placement, precompile, prestart, user_check
 from gridbench.gridsearch.lifecycle import SearchInterrupted
-from gridbench.gridsearch.options import SearchPlan
+from gridbench.gridsearch.options import SearchPlan, prestarts_workers
 from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
 from gridbench.gridsearch.recording import open_store
 from gridbench.gridsearch.tuning import program_representatives, trial_context
@@ -239,7 +239,7 @@ class RaySession:
         self.processes = lifecycle.OwnProcesses()
         if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
             self.processes.adopt(self.precompiler.pids)
-        ahead = options.prestart_workers and not options.address  # a cluster's nodes would each need asking
+        ahead = prestarts_workers(options, gpus)
         if ahead:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
         start = time.perf_counter()

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from gridbench import compile_cache
 from gridbench.gridsearch import placement
-from gridbench.gridsearch.options import SearchPlan
+from gridbench.gridsearch.options import SearchPlan, prestarts_workers
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
 from gridbench.tracking.store import Recorder
@@ -65,7 +65,7 @@ def search_tags(
         schema.COMPILE_CACHE: compile_cache.tag(options.compile_cache, plan.backend),
         schema.COMPILE_CACHE_STATE: plan.compile_cache_state if plan.backend == "jax" else "off",
         schema.COMPILE_AHEAD: options.compile_ahead,
-        schema.PRESTART_WORKERS: "on" if options.prestart_workers and not options.address else "off",
+        schema.PRESTART_WORKERS: "on" if prestarts_workers(options, plan.gpus) else "off",
     }
 
 

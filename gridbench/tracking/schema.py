@@ -240,8 +240,9 @@ COMPILE_AHEAD = _tag(
 PRESTART_WORKERS = _tag(
     "prestart_workers",
     On.SEARCH,
-    "--prestart-workers: on (a local Ray's workers started, and their imports run, as soon as Ray was up) or off "
-    "(each worker starts with its first trial; always on a cluster, --address)",
+    "--prestart-workers: on (a local Ray's workers started, and their imports run, as soon as Ray was up; by default "
+    "where a GPU search runs on one GPU) or off (each worker starts with its first trial; always on a cluster, "
+    "--address)",
     since=7,
     default="off",
 )
@@ -440,6 +441,12 @@ WORKER_PROCESS_STARTED_AT = _metric(
     "worker.process_started_at",
     On.TRIAL,
     "on the first trial of a worker that imported ahead: when its process started (Unix time)",
+)
+WORKER_DEVICE_START_AHEAD_S = _metric(
+    "worker.device_start_ahead_s",
+    On.TRIAL,
+    "on the first trial of a worker that imported ahead and saw one GPU only (JAX): its GPU backend's start in Ray's "
+    "setup hook, on a thread beside the imports ahead (inside worker.import_ahead_s, outside the trial's wall time)",
 )
 # The worker's GPU backend (JAX), started on a thread beside its imports (gridbench.trial.steps): its first trial only.
 DEVICE_START_S = _metric(

@@ -38,6 +38,16 @@ def assigned_gpu_indices() -> list[int]:
     return [int(d) for d in visible.split(",") if d.strip().isdigit()]
 
 
+def visible_count() -> int:
+    """GPUs this process would start CUDA on: those CUDA_VISIBLE_DEVICES names (up to the first invalid one, as
+    CUDA reads it), else every one NVML sees."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return nvml().nvmlDeviceGetCount()
+    named = [d.strip() for d in visible.split(",")]
+    return next((i for i, d in enumerate(named) if not d or d.startswith("-")), len(named))
+
+
 @functools.cache
 def describe(index: int) -> dict[str, str]:
     """The GPU's model, memory and UUID, as trial tags: asked once per GPU in a worker, whose later trials reuse it."""

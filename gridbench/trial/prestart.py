@@ -3,13 +3,16 @@
 With --prestart-workers, the driver asks a local Ray for one idle worker per trial that can run at once as soon
 as Ray is up (gridbench.gridsearch.prestart). Each worker of the search runs `import_ahead` once it has registered
 with Ray, before it takes any task: it imports Keras on the plan's backend and the trial's modules, as the
-driver's file at $GRIDBENCH_PRESTART_PLAN names them. Nothing starts a device: Ray says which GPU a trial gets
-only when it hands the trial its worker. The worker's first trial reports when the imports ran and how long they
-took (`ahead_of_trial`); they are outside its own wall time, and the search's summary shows them apart.
+driver's file at $GRIDBENCH_PRESTART_PLAN names them. Ray says which GPU a trial gets only when it hands the trial
+its worker, so a device starts ahead only where the worker sees one GPU, the one its trials will get: there a GPU
+plan on JAX starts the backend on a thread beside the imports. A GPU plan starts NVML ahead too (any GPU's facts).
+The worker's first trial reports when the imports ran and how long they took, and the device's start within them
+(`ahead_of_trial`); they are outside its own wall time, and the search's summary shows them apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -18,7 +21,7 @@ import time
 
 from gridbench import collector
 from gridbench.tracking import schema
-from gridbench.trial import keras_import
+from gridbench.trial import gpu_monitor, keras_import, steps
 from gridbench.trial.context import process_environment
 
 PLAN_ENV = "GRIDBENCH_PRESTART_PLAN"  # in the job's runtime_env: the file naming what the trials import
@@ -43,6 +46,7 @@ def import_ahead() -> None:
         return  # no plan (the search ended first, or its directory is gone): the trial imports as usual
     imported, failed, serializers = [], "", False
     collector.pause_for_startup()  # as a trial's worker imports its framework (gridbench.collector)
+    device_ahead = _start_device_ahead(plan)
     try:
         if plan.get("keras"):
             keras_import.import_keras()
@@ -54,6 +58,7 @@ def import_ahead() -> None:
     except Exception as err:  # noqa: BLE001 - the trial imports it again and names the failure
         failed = f"{type(err).__name__}: {err}".splitlines()[0][:200]
     finally:
+        device_start_s = steps.backend_started_ahead() if device_ahead else None
         collector.resume_after_startup()
     done = {
         "started_at": started_at,
@@ -63,8 +68,27 @@ def import_ahead() -> None:
         "ray_serializers": serializers,
         "failed": failed,
         "process_started_at": _process_started_at(),
+        "device_start_s": device_start_s,
     }
     os.environ[DONE_ENV] = json.dumps(done)
+
+
+def _start_device_ahead(plan: dict) -> bool:
+    """For a GPU plan: NVML started, and on JAX, where this worker sees one GPU only, the backend's start begun on a
+    thread (gridbench.trial.steps). Seeing several, the worker cannot know its trials' GPU: starting them all took
+    3.3 s on 4 H200s, with a context held on each (benchmarks/device_start.py, backend-ahead). True: started."""
+    if plan.get("device") != "gpu":
+        return False
+    with contextlib.suppress(Exception):  # no NVML: the trial meets the failure and reports it, as before
+        gpu_monitor.nvml()  # for the trial's GPU tags and sampling; its first trial started it before
+    try:
+        one_gpu = gpu_monitor.visible_count() == 1
+    except Exception:  # noqa: BLE001 - NVML could not count them: the trial starts its own device
+        return False
+    if plan.get("backend") != "jax" or not one_gpu:
+        return False
+    steps.start_jax_backend_ahead()
+    return True
 
 
 def _ray_serializers_built() -> bool:
@@ -101,6 +125,8 @@ def ahead_of_trial() -> tuple[dict[str, str], dict[str, float]]:
     }
     if ahead["process_started_at"] is not None:
         metrics[schema.WORKER_PROCESS_STARTED_AT] = ahead["process_started_at"]
+    if ahead.get("device_start_s") is not None:
+        metrics[schema.WORKER_DEVICE_START_AHEAD_S] = ahead["device_start_s"]
     return {schema.WORKER_IMPORTED_AHEAD: _reported["ahead"]}, metrics
 
 

@@ -70,17 +70,36 @@ def start_jax_backend_early(context: TrialContext) -> None:
     starts its backends under a lock), so nothing timed starts before the device is up.
     """
     if context.device != "gpu" or context.backend != "jax" or _BACKEND.thread is not None:
-        return
+        return  # a worker that started it in Ray's setup hook (start_jax_backend_ahead) has it already
+    _BACKEND.start("gridbench-jax-backend", _start_jax_backend)
 
-    def start() -> None:
-        try:
-            import jax
 
-            jax.devices()
-        except Exception:  # noqa: BLE001, S110 - timed all the same: the trial meets the failure on its first use
-            pass
+def _start_jax_backend() -> None:
+    try:
+        import jax
 
-    _BACKEND.start("gridbench-jax-backend", start)
+        jax.devices()
+    except Exception:  # noqa: BLE001, S110 - timed all the same: the trial meets the failure on its first use
+        pass
+
+
+def start_jax_backend_ahead() -> None:
+    """Starts JAX's GPU backend on a thread from Ray's setup hook, before the worker has a trial (once per worker).
+
+    Only for a worker that sees one GPU, which is then the GPU Ray hands its trials (gridbench.trial.prestart); the
+    trial's own early start then finds it started.
+    """
+    if _BACKEND.thread is None:
+        _BACKEND.start("gridbench-jax-backend", _start_jax_backend)
+
+
+def backend_started_ahead() -> float | None:
+    """Waits for start_jax_backend_ahead's start, in the hook: its seconds on its thread (None where it failed).
+
+    The start is then reported by the hook's record (worker.device_start_ahead_s), not by the first trial.
+    """
+    waited = _BACKEND.wait()
+    return waited[0] if waited else None
 
 
 def backend_started() -> dict[str, float]:

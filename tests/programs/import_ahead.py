@@ -30,5 +30,8 @@ if __name__ == "__main__":
 
         found["jax_backend_started"] = xla_bridge.backends_are_initialized()  # a device must wait for Ray's lease
     first, later = prestart.ahead_of_trial(), prestart.ahead_of_trial()
+    from gridbench.trial import steps
+
+    found["trial_backend_report"] = steps.backend_started()  # what the worker's first trial would report of it
     found.update({"first": first, "later": later})
     print("AHEAD " + json.dumps(found), flush=True)
