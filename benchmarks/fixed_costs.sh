@@ -22,6 +22,13 @@
 #   checkout's, in turn (after `headline`, which fills the compile cache).
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
+# Resolved here, before gpu_call_common.sh cd's into $out/work: until 2026-11-27 it was resolved there, where a relative
+# BEFORE named nothing, so the `before` runs imported this checkout's gridbench (docs/results/around-training.md).
+before=""
+if [ -n "${BEFORE:-}" ]; then
+  before=$(realpath -e "$BEFORE") && [ -f "$before/gridbench/__init__.py" ] \
+    || { echo "BEFORE=$BEFORE holds no gridbench/ package" >&2; exit 2; }
+fi
 steps=${*:-headline floor peer both fused attached}
 # shellcheck source=benchmarks/gpu_call_common.sh
 source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed
@@ -46,9 +53,12 @@ for step in $steps; do
                 PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
                 for ahead in no-prestart-workers prestart-workers; do timed "headline-$ahead-$i" python3 -m gridbench \
                   search mnist --device gpu --tracking-uri "$uri" "--$ahead"; done; done ;;
-    against) for i in $(seq 1 "${PAIRS:-3}"); do
+    against) for which in "$before:" ""; do  # which gridbench each side imports, from where the runs start
+               PYTHONPATH="$which${PYTHONPATH:-}" python3 -c "import gridbench; print('imports', gridbench.__file__)" \
+                 >>"$out/calls.txt" 2>&1; done
+             for i in $(seq 1 "${PAIRS:-3}"); do
                PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
-               PYTHONPATH="$(realpath "$BEFORE"):${PYTHONPATH:-}" timed "headline-before-$i" python3 -m gridbench \
+               PYTHONPATH="$before:${PYTHONPATH:-}" timed "headline-before-$i" python3 -m gridbench \
                  search mnist --device gpu --tracking-uri "$uri"
                timed "headline-after-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done ;;
     preload) for i in 1 2 3; do for mode in cold preload; do
