@@ -18,7 +18,7 @@
 #   (after `headline`, which fills the compile cache).
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
-#   holding another commit's gridbench/ package, e.g. `git archive REV gridbench | tar -x -C DIR`) and with this
+#   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
 #   checkout's, in turn (after `headline`, which fills the compile cache).
 set -uo pipefail
 out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
@@ -26,8 +26,8 @@ out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 # BEFORE named nothing, so the `before` runs imported this checkout's gridbench (docs/results/around-training.md).
 before=""
 if [ -n "${BEFORE:-}" ]; then
-  before=$(realpath -e "$BEFORE") && [ -f "$before/gridbench/__init__.py" ] \
-    || { echo "BEFORE=$BEFORE holds no gridbench/ package" >&2; exit 2; }
+  before=$(realpath -e "$BEFORE") && [ -f "$before/gridbench/__init__.py" ] && [ -d "$before/experiments" ] \
+    || { echo "BEFORE=$BEFORE holds no gridbench/ package and experiments/ beside it" >&2; exit 2; }
 fi
 steps=${*:-headline floor peer both fused attached}
 # shellcheck source=benchmarks/gpu_call_common.sh

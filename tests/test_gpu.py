@@ -101,13 +101,13 @@ def test_a_gpu_search_needs_no_backend_named(store, experiment):
     assert all(c.info.status == "FINISHED" for c in children)
 
 
-def test_a_search_on_one_gpu_starts_its_worker_and_device_ahead_by_default(store):
-    """The headline's case: the one GPU a worker sees is its trials', so the worker starts it in Ray's setup hook."""
+def test_a_worker_started_ahead_that_sees_one_gpu_starts_it_in_its_hook(store):
+    """With --prestart-workers, the one GPU a worker sees is its trials': the worker starts it in Ray's setup hook."""
     needs("jax")
     first_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
     result = subprocess.run(
         [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", store, "--device", "gpu",
-         "--backend", "jax"],
+         "--backend", "jax", "--prestart-workers"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": first_gpu},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

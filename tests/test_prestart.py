@@ -185,25 +185,6 @@ def test_a_gpu_searchs_torch_is_left_to_the_trial(tmp_path, device, backend, imp
 
 
 @pytest.mark.parametrize(
-    ("prestart", "device", "gpus", "address", "expected"),
-    [
-        (None, "gpu", 1, None, True),  # the headline: one GPU, whose worker starts its device ahead too
-        (None, "gpu", 4, None, False),
-        (None, "cpu", 0, None, False),
-        (None, "gpu", 1, "auto", False),  # a cluster's nodes would each need asking
-        (True, "cpu", 0, None, True),
-        (True, "gpu", 1, "auto", False),
-        (False, "gpu", 1, None, False),
-    ],
-)
-def test_workers_start_ahead_by_default_only_for_a_search_on_one_gpu(prestart, device, gpus, address, expected):
-    from gridbench.gridsearch.options import SearchOptions, prestarts_workers
-
-    options = SearchOptions(device=device, address=address, prestart_workers=prestart)
-    assert prestarts_workers(options, gpus) is expected
-
-
-@pytest.mark.parametrize(
     ("visible", "count"), [("0", 1), ("3", 1), ("0,1", 2), ("", 0), ("-1", 0), ("1,-1,2", 1), ("GPU-5d1e", 1)]
 )
 def test_a_worker_counts_the_gpus_it_would_start_cuda_on(monkeypatch, visible, count):

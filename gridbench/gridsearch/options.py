@@ -13,12 +13,11 @@ from gridbench.datasets import DataSource
 from gridbench.gridsearch import backends, fusion, placement
 from gridbench.spec import ExperimentSpec
 
-# --prestart-workers' default: on for a GPU search on one GPU of a local Ray, whose worker can start its device ahead
-# too (gridbench.trial.prestart); off elsewhere. On 2 cores it did not pay: the workers can be asked for only once
-# Ray is up, and their imports ran beside the driver's own start, ending 6-11 s after Tune's start
-# (docs/results/prestart-2core). On 4 GPUs the results were mixed, and 16 packed trials were slower with it
-# (docs/results/around-training.md). None: that default.
-PRESTART_DEFAULT = None
+# --prestart-workers' default: off. On 2 cores it did not pay: the workers can be asked for only once Ray is up, and
+# their imports ran beside the driver's own start, ending 6-11 s after Tune's start (docs/results/prestart-2core). On
+# one H100, with the worker's GPU started in its hook too, the headline took as long with it as without (9 pairs,
+# docs/results/around-training.md, "eighth"); on 4 GPUs the results were mixed.
+PRESTART_DEFAULT = False
 
 
 @dataclass(frozen=True)
@@ -48,16 +47,12 @@ class SearchOptions:
     keep_ray_logs: bool = False  # keep the search's directory (Ray's session and logs) instead of removing it
     trial_timeout_s: float | None = None  # stop a trial past this many seconds (FAILED, timeout); None: the spec's
     # A local Ray's workers started, and their imports run, as soon as Ray is up (gridbench.gridsearch.prestart).
-    prestart_workers: bool | None = PRESTART_DEFAULT
+    prestart_workers: bool = PRESTART_DEFAULT
 
 
-def prestarts_workers(options: SearchOptions, gpus: int) -> bool:
-    """Whether a search with `options` on `gpus` GPUs starts its workers ahead (--prestart-workers, or its default)."""
-    if options.address:
-        return False  # a cluster's nodes would each need asking
-    if options.prestart_workers is None:
-        return options.device == "gpu" and gpus == 1
-    return options.prestart_workers
+def prestarts_workers(options: SearchOptions) -> bool:
+    """Whether a search with `options` starts its workers ahead: asked to, on a local Ray."""
+    return options.prestart_workers and not options.address  # a cluster's nodes would each need asking
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,7 @@ class RaySession:
         self.processes = lifecycle.OwnProcesses()
         if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
             self.processes.adopt(self.precompiler.pids)
-        ahead = prestarts_workers(options, gpus)
+        ahead = prestarts_workers(options)
         if ahead:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
         start = time.perf_counter()

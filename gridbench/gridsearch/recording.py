@@ -65,7 +65,7 @@ def search_tags(
         schema.COMPILE_CACHE: compile_cache.tag(options.compile_cache, plan.backend),
         schema.COMPILE_CACHE_STATE: plan.compile_cache_state if plan.backend == "jax" else "off",
         schema.COMPILE_AHEAD: options.compile_ahead,
-        schema.PRESTART_WORKERS: "on" if prestarts_workers(options, plan.gpus) else "off",
+        schema.PRESTART_WORKERS: "on" if prestarts_workers(options) else "off",
     }
 
 

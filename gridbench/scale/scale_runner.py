@@ -176,8 +176,6 @@ def plan_scale(spec: ExperimentSpec, template: SearchOptions, request: ScaleRequ
         raise UserError("scale runs on this machine's resources; --address is for search")
     largest = request.counts[-1]
     cpus_per_trial = template.cpus_per_trial
-    # Every count starts its workers alike: a search's default (on, on one GPU) would start them ahead at 1 GPU only.
-    template = replace(template, prestart_workers=bool(template.prestart_workers))
     if request.resource == "gpu":
         if request.data_parallel and template.gpus_per_trial is not None:
             raise UserError("--data-parallel gives each trial all the count's GPUs; drop --gpus-per-trial")

@@ -240,9 +240,8 @@ COMPILE_AHEAD = _tag(
 PRESTART_WORKERS = _tag(
     "prestart_workers",
     On.SEARCH,
-    "--prestart-workers: on (a local Ray's workers started, and their imports run, as soon as Ray was up; by default "
-    "where a GPU search runs on one GPU) or off (each worker starts with its first trial; always on a cluster, "
-    "--address)",
+    "--prestart-workers: on (a local Ray's workers started, and their imports run, as soon as Ray was up) or off "
+    "(each worker starts with its first trial; always on a cluster, --address)",
     since=7,
     default="off",
 )
