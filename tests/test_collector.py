@@ -104,6 +104,7 @@ def test_a_command_line_search_keeps_the_collector_paused_until_its_first_trial_
     _run(
         """
         import gc, types
+        from concurrent.futures import Future
         import ray
         from gridbench import collector
         from gridbench.gridsearch import search_runner
@@ -112,16 +113,21 @@ def test_a_command_line_search_keeps_the_collector_paused_until_its_first_trial_
         class Recorder:
             def start(self, **run):
                 started.append(gc.isenabled())
-        search_runner.start_search = lambda plan, open_recorder, session: (Recorder(), 0.0, {"CPU": 2.0})
+        opened = Future()
+        opened.set_result((Recorder(), []))  # the store's opening, done (store_opening)
+        search_runner.start_search = lambda plan, open_recorder, session: (opened, 0.0, {"CPU": 2.0})
         search_runner.search_tags = search_runner.search_params = search_runner.placement_params = lambda *a: {}
         search_runner.search_run_name = lambda plan, resources: "run"
         search_runner.driver_tags = lambda: {}
         search_runner.environment = types.SimpleNamespace(collect=lambda: {})
         ray.nodes = lambda: []
-        plan = types.SimpleNamespace(concurrency_on=lambda cpus, gpus: 1, spec=types.SimpleNamespace(to_dict=dict))
+        plan = types.SimpleNamespace(
+            concurrency_on=lambda cpus, gpus: 1, spec=types.SimpleNamespace(to_dict=dict), tracking_uri="sqlite://"
+        )
         collector.pause_for_startup()  # as cli.run does
-        session = types.SimpleNamespace(ray_start="lean")  # how its Ray started: a tag of the parent run
-        search_runner._start_parent(plan, None, session, {}, None)
+        # how its Ray started (a tag of the parent run); the watchdog told of the parent
+        session = types.SimpleNamespace(ray_start="lean", describe_search=lambda plan, recorder: None)
+        search_runner._start_parent(plan, None, session, {}, None)[0].ready()  # the parent started on its thread
         assert started == [False] and not gc.isenabled(), started  # Tune has not started yet
         callback = RecordingCallback(Recorder(), {}, {}, None)
         callback.on_step_end(iteration=1, trials=[])  # Tune's first steps: the trial's actor is still starting

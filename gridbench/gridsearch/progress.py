@@ -22,7 +22,7 @@ from rich.table import Table
 from gridbench import account, compile_cache
 from gridbench.tables import Column, fitted
 from gridbench.tracking import schema, ui_command
-from gridbench.tracking.records import TrialRecord, config_numbers
+from gridbench.tracking.records import SearchSummary, TrialRecord, config_numbers
 from gridbench.tracking.schema import TrialStatus
 from gridbench.trial import failure
 
@@ -197,6 +197,21 @@ def trials_tables(result: SearchResult, width: int | None = None) -> list[Table]
     return fitted(title, columns, width, first)
 
 
+def startup_line(s: SearchSummary) -> str:
+    """When the first trial started, and what came before it: the backends' probe, Ray's start, the store's opening."""
+    probe = f"asking the backends about GPUs {s.backend_probe_s:.1f} s, " if s.backend_probe_s else ""
+    store = (
+        f"; the store was open {s.store_open_after_launch_s:.1f} s after the launch"
+        if s.store_open_after_launch_s >= 0.05
+        else ""
+    )
+    return (
+        f"The first trial started {s.time_to_first_trial_s:.1f} s after the command: the trials were launched "
+        f"after {s.startup_s:.1f} s ({probe}Ray's start {s.ray_start_s:.1f} s, overlapping), the first worker "
+        f"began {max(0.0, s.time_to_first_trial_s - s.startup_s):.1f} s later{store}."
+    )
+
+
 def print_search(console: Console, result: SearchResult, project_hint: bool = True) -> None:
     s = result.summary
     for table in trials_tables(result, console.width):
@@ -235,14 +250,7 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
         )
     if s.workers_prestarted or s.workers_imported_ahead:
         console.print(imports_ahead_line(s, result.plan.backend), highlight=False)
-    console.print(
-        f"The first trial started {s.time_to_first_trial_s:.1f} s after the command: the trials were launched "
-        f"after {s.startup_s:.1f} s ("
-        + (f"asking the backends about GPUs {s.backend_probe_s:.1f} s, " if s.backend_probe_s else "")
-        + f"Ray's start {s.ray_start_s:.1f} s, overlapping), the first worker began "
-        f"{max(0.0, s.time_to_first_trial_s - s.startup_s):.1f} s later.",
-        highlight=False,
-    )
+    console.print(startup_line(s), highlight=False)
     if s.precompile_processes:
         console.print(
             f"programs compiled ahead: {s.programs_precompiled} by {s.precompile_processes} process(es) started "

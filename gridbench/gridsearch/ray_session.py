@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import logging
 import os
 import signal
@@ -117,7 +118,7 @@ class RaySession:
         self.prestart_failure = ""  # why no worker was started ahead, where the request failed
         self._prestart_plan: SearchPlan | None = None
         self._prestart_state = "off"  # off, then waiting (Ray started with the hook), then asked
-        self._imports: threading.Thread | None = None  # MLflow and Ray Tune, imported beside Ray's start
+        self._tune_imported: threading.Event | None = None  # Ray Tune, then MLflow, imported beside Ray's start
 
     @property
     def started(self) -> bool:
@@ -169,19 +170,21 @@ class RaySession:
             )
 
     def _start_imports(self) -> None:
-        """Imports MLflow and Ray Tune on a thread while Ray starts: the store then opens, and Tune starts, sooner."""
-        self._imports = threading.Thread(target=_import_for_later, name="gridbench-import", daemon=True)
-        self._imports.start()
+        """Imports Ray Tune, then MLflow, on a thread while Ray starts: Tune starts, and the store opens, sooner."""
+        self._tune_imported = threading.Event()
+        threading.Thread(
+            target=_import_for_later, args=(self._tune_imported,), name="gridbench-import", daemon=True
+        ).start()
 
     def imports_done(self) -> None:
-        """Waits for the imports started beside Ray's start, before this thread imports from the same packages.
+        """Waits for Ray Tune's import beside Ray's start, before this thread imports from Ray Tune.
 
         Two threads importing Ray Tune at once can meet in its circular imports, and Python then hands one of them
         a partly initialised module (ImportError: "partially initialized module 'ray.train._internal.
         checkpoint_manager'"): seen once Ray started faster than Tune imported, with --prestart-workers.
         """
-        if self._imports is not None:
-            self._imports.join()
+        if self._tune_imported is not None:
+            self._tune_imported.wait()
 
     def _plan_file(self) -> str:
         return os.path.join(self.directory.path, "prestart.json")
@@ -348,10 +351,31 @@ def ray_messages_to(path: str) -> None:
     ray_worker.print_to_stdstream = to_log
 
 
-def _import_for_later() -> None:
-    # Imported for their side effect, beside Ray's start: the store then opens, and Tune starts, without waiting.
+# What Tune's first fit imports beyond `ray.tune` (Ray's serializers for pydantic, starlette and Arrow among them, as
+# the driver's first object is put): imported on the import thread before Tune's start, not by the main thread while
+# that thread imports MLflow, which imports pydantic and starlette too. A module Ray no longer needs costs its import.
+TUNE_FIT_IMPORTS = (
+    "ray.train.trainer",
+    "ray._private.arrow_serialization",
+    "pyarrow.json",
+    "pydantic.v1",
+    "starlette.concurrency",
+    "anyio.to_thread",
+)
+
+
+def _import_for_later(tune_imported: threading.Event) -> None:
+    """Ray Tune first (Tune's start waits for it alone, RaySession.imports_done), then MLflow (the store's opening,
+    which may go on beside Tune's start)."""
+    try:
+        from ray import tune  # noqa: F401
+
+        for module in TUNE_FIT_IMPORTS:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
+    finally:
+        tune_imported.set()  # a failed import is met again, and reported, where Tune starts
     import mlflow  # noqa: F401
-    from ray import tune  # noqa: F401
 
 
 def _quiet_ray() -> None:
@@ -417,38 +441,32 @@ def _stop_rays_collector() -> None:
             thread.stop()  # ray.shutdown stops it too, later; stopping twice is harmless
 
 
-def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Recorder, float, dict[str, float]]:
-    """Starts Ray (unless planning did) while the store opens; checks the cluster before anything is written.
+def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[Future, float, dict[str, float]]:
+    """Starts Ray (unless planning did) while the store opens; checks the cluster before any trial starts.
 
-    Returns the recorder, Ray's start time in seconds and the cluster's resources.
+    Returns the store's opening (a Future of open_store's recorder and stale searches: Tune may start before it
+    ends, gridbench.gridsearch.store_opening), Ray's start time in seconds and the cluster's resources.
     """
     import ray
 
     session.precompile(plan)  # unless planning started it: XLA compiles while Ray starts
-    # Importing MLflow and opening its store takes seconds; do it while Ray starts.
+    # Importing MLflow and opening its store takes seconds; do it while Ray starts, and Tune's start.
     early = session.take_store() if open_recorder is open_journaled_recorder else None
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        opening = early or pool.submit(open_store, open_recorder, plan)
-        if not session.started:
-            session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec))
-        session.prestart(plan)  # unless planning asked already: the workers start while the store opens
-        ray_start_s = session.ray_start_s
-        try:
-            recorder, stale = opening.result()
-            for run_id in stale:
-                print(
-                    f"gridbench: search {run_id} was left RUNNING by a driver that died; marked KILLED "
-                    f"(continue it with `{resume_command(run_id, plan.tracking_uri)}`)",
-                    file=sys.stderr,
-                )
-            session.imports_done()  # Tune's start, next, imports from ray.tune in this thread
-            # Ray would queue a trial no node can hold forever.
-            placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
-            return recorder, ray_start_s, dict(ray.cluster_resources())
-        except BaseException:
-            session.ending()
-            ray.shutdown()
-            raise
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gridbench-open-store")
+    opening = early or pool.submit(open_store, open_recorder, plan)
+    pool.shutdown(wait=False)  # its one task, if any, goes on
+    if not session.started:
+        session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec))
+    session.prestart(plan)  # unless planning asked already: the workers start while the store opens
+    try:
+        session.imports_done()  # Tune's start, next, imports from ray.tune in this thread
+        # Ray would queue a trial no node can hold forever.
+        placement.check_cluster(ray.nodes(), plan.cpus_per_trial, plan.gpus_per_trial)
+        return opening, session.ray_start_s, dict(ray.cluster_resources())
+    except BaseException:
+        session.ending()
+        ray.shutdown()
+        raise
 
 
 def precompile_report(session: RaySession) -> PrecompileReport | None:

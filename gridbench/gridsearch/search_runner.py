@@ -28,6 +28,7 @@ from gridbench.gridsearch.recording import (
     search_run_name,
     search_tags,
 )
+from gridbench.gridsearch.store_opening import OpeningRecorder
 from gridbench.gridsearch.summary import summarise, with_account
 from gridbench.gridsearch.tuning import TrialRunner, fit, trial_context
 from gridbench.tracking import schema
@@ -101,12 +102,11 @@ def run_search(
         makespan = time.perf_counter() - fit_started
         return summarise(
             plan, tuple(records), concurrency, makespan, ray_start_s, process_start, resume, fit_started_at,
-            precompile_report(session), session.workers_prestarted,
+            precompile_report(session), session.workers_prestarted, getattr(recorder, "opened_at", None),
         )  # fmt: skip
 
     try:
         recorder, ray_start_s, concurrency, tags = _start_parent(plan, open_recorder, session, extra_tags, resume)
-        session.describe_search(plan, recorder)  # if Ray's node dies, Ray ends this process: the watchdog ends it
         context, callback = _trials_context(plan, session, recorder, tags, observer, resume)
         if observer is not None:
             observer.start(plan.trials_total if resume is None else resume.remaining)
@@ -114,6 +114,7 @@ def run_search(
         session.before_trials(plan)
         fit(plan, runner, callback, concurrency, context, session.directory.tune_dir, resume)
         session.signals.check()
+        recorder.ready()  # a store that never opened fails the search, though its trials ran
         summary = summary_now(callback.records)
         status, error = _status(plan, summary)
     except BaseException as err:
@@ -156,30 +157,34 @@ def _result(plan: SearchPlan, recorder, callback, summary: SearchSummary, resume
 
 def _start_parent(
     plan: SearchPlan, open_recorder, session: RaySession, extra_tags: Mapping[str, str] | None, resume
-) -> tuple[Recorder, float, int, dict[str, str]]:
-    """Ray started and the store open, the parent run started (or resumed) with its tags.
+) -> tuple[OpeningRecorder, float, int, dict[str, str]]:
+    """Ray started, the store opening and the parent run then started (or resumed) on a thread (store_opening).
 
     Returns the recorder, Ray's start time in seconds, the trials the cluster allows at once, and the tags.
     """
     import ray
 
-    env = environment.collect()
-    recorder, ray_start_s, resources = start_search(plan, open_recorder, session)
+    opening, ray_start_s, resources = start_search(plan, open_recorder, session)
     concurrency = plan.concurrency_on(resources.get("CPU", 0), resources.get("GPU", 0))
-    tags = search_tags(plan, env, resources, len([n for n in ray.nodes() if n.get("Alive")]), extra_tags)
+    tags = search_tags(plan, {}, resources, len([n for n in ray.nodes() if n.get("Alive")]), extra_tags)
     tags.update(driver_tags())
     tags[schema.RAY_START] = session.ray_start
-    if resume is not None:
-        recorder.resume(resume.parent_run_id, tags)
-    else:
-        pilot = " pilot" if (extra_tags or {}).get(schema.PILOT) == "true" else ""  # seen in MLflow's run list
-        recorder.start(
-            run_name=search_run_name(plan, resources) + pilot,
-            params={**search_params(plan.spec), **placement_params(plan)},
-            tags=tags,
-            documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
-        )
-    return recorder, ray_start_s, concurrency, tags
+
+    def start_parent(recorder: Recorder) -> None:
+        env = environment.collect()  # the machine's facts (NVML, versions): beside Tune's start too
+        if resume is not None:
+            recorder.resume(resume.parent_run_id, {**env, **tags})
+        else:
+            pilot = " pilot" if (extra_tags or {}).get(schema.PILOT) == "true" else ""  # seen in MLflow's run list
+            recorder.start(
+                run_name=search_run_name(plan, resources) + pilot,
+                params={**search_params(plan.spec), **placement_params(plan)},
+                tags={**env, **tags},
+                documents={"spec.json": plan.spec.to_dict(), "environment.json": env},
+            )
+        session.describe_search(plan, recorder)  # if Ray's node dies, Ray ends this process: the watchdog ends it
+
+    return OpeningRecorder(opening, start_parent, plan.tracking_uri), ray_start_s, concurrency, tags
 
 
 def _trials_context(plan: SearchPlan, session: RaySession, recorder: Recorder, tags, observer, resume):

@@ -30,6 +30,7 @@ def summarise(
     fit_started_at: float | None = None,
     precompiled: PrecompileReport | None = None,
     workers_prestarted: int = 0,
+    store_opened_at: float | None = None,
 ) -> SearchSummary:
     """The search's totals from its trials: pure arithmetic, no Ray, no store.
 
@@ -66,6 +67,7 @@ def summarise(
         **_precompile_fields(precompiled or PrecompileReport()),
         workers_prestarted=workers_prestarted,
         **imports_ahead(trials, fit_started_at),
+        store_open_after_launch_s=max(0.0, (store_opened_at or 0.0) - (fit_started_at or float("inf"))),
     )
 
 

@@ -110,6 +110,7 @@ class RecordingCallback(tune.Callback):
         self.stop_if_out_of_space()
 
     def on_step_end(self, iteration, trials, **info):
+        self.stop_if_store_failed()
         self.stop_timed_out()
         # The store's writer thread may find the disk full between trials' ends.
         self.stop_if_out_of_space()
@@ -141,6 +142,13 @@ class RecordingCallback(tune.Callback):
                 import ray
 
                 ray.kill(actor, no_restart=True)
+
+    def stop_if_store_failed(self) -> None:
+        """Stops the search with the store's own error where it did not open beside Tune's start (store_opening)."""
+        error = getattr(self.recorder, "opening_error", None)
+        if error is not None and not self.stopping:
+            self.stopping = True
+            raise error
 
     def stop_if_out_of_space(self) -> None:
         """Raises SearchOutOfSpace (once) when the recorder could not write for lack of space.

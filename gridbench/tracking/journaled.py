@@ -90,7 +90,7 @@ class JournaledRecorder:
     def start(
         self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], documents: Mapping[str, Any]
     ) -> str:
-        """Creates the parent run now (a search needs its id); the store was checked moments before."""
+        """Creates the parent run now (its trials' records need its id); the store was opened moments before."""
         tags = {**tags, schema.JOURNAL_PATH: str(self.journal.path), schema.JOURNAL_ID: self.journal.id}
         self._start_args = {"run_name": run_name, "params": dict(params), "tags": tags, "documents": dict(documents)}
         self.journal.append(
@@ -110,7 +110,7 @@ class JournaledRecorder:
                 if attempt == len(_BACKOFF_S) or time.monotonic() > deadline:
                     raise UserError(
                         f"the store {self.store.tracking_uri} stopped answering as the search began "
-                        f"({self.last_error}); nothing ran; try again once it answers"
+                        f"({self.last_error}); nothing was recorded; try again once it answers"
                     ) from None
                 time.sleep(backoff_s(attempt))
         self.journal.append("parent", run_id=self.store.parent_run_id, experiment_id=self.store.experiment_id)

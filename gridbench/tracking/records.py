@@ -152,6 +152,7 @@ class SearchSummary:
     workers_imported_ahead: int = 0
     import_ahead_s: float = 0.0
     import_ahead_after_launch_s: float = 0.0
+    store_open_after_launch_s: float = 0.0  # the store's opening and the parent's creation, beside Tune's start
     # The whole command in parts (gridbench.account.PARTS -> seconds); empty until the search has ended.
     account: Mapping[str, float] = field(default_factory=dict)
 
@@ -213,6 +214,7 @@ class SearchSummary:
             schema.WORKERS_IMPORTED_AHEAD: self.workers_imported_ahead,
             schema.IMPORT_AHEAD_S: self.import_ahead_s,
             schema.IMPORT_AHEAD_AFTER_LAUNCH_S: self.import_ahead_after_launch_s,
+            schema.STORE_OPEN_AFTER_LAUNCH_S: self.store_open_after_launch_s,
         }
         values[schema.TRAINING_SUM_S] = self.training_sum_s
         if self.account:

@@ -286,6 +286,13 @@ IMPORT_AHEAD_AFTER_LAUNCH_S = _metric(
     since=7,
     default=0.0,
 )
+STORE_OPEN_AFTER_LAUNCH_S = _metric(
+    "store_open_after_launch_s",
+    On.SEARCH,
+    "how long after Tune's start the store was open and the parent run created (they go on beside it); 0: before",
+    since=8,
+    default=0.0,
+)
 PRECOMPILE_PROCESSES = _metric(
     "precompile_processes", On.SEARCH, "processes that compiled the search's programs ahead", since=5, default=0.0
 )
