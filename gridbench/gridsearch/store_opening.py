@@ -1,6 +1,6 @@
 """The search's recorder while its store opens beside Tune's start.
 
-Importing MLflow and opening its store took 1.7 s after Ray was up on an H100, and Tune's start waited for it
+Importing MLflow and opening its store ended 1.8 s after Ray was up on an H100, and Tune's start waited for it
 (docs/results/around-training.md, "eighth"). A trial's record is the store's first use, and the first trial ends
 seconds after Tune's start: so Tune starts once Ray is up, and the store's opening and the parent run's creation
 go on, on a thread, meanwhile. OpeningRecorder stands for the recorder until then: each use of it waits for the
