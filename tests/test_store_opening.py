@@ -79,7 +79,8 @@ def test_tunes_loop_stops_the_search_with_the_stores_error_once():
     opening = Future()
     opening.set_exception(UserError("the store went away"))
     recorder = OpeningRecorder(opening, lambda recorder: None, "sqlite://")
-    recorder._opened.wait(10)
+    with pytest.raises(UserError):
+        recorder.ready()  # the opening's thread has ended
     callback = RecordingCallback(recorder, {}, {}, None)
     with pytest.raises(UserError, match="went away"):
         callback.on_step_end(iteration=1, trials=[])

@@ -81,11 +81,12 @@ def _start_device_ahead(plan: dict) -> bool:
         return False
     with contextlib.suppress(Exception):  # no NVML: the trial meets the failure and reports it, as before
         gpu_monitor.nvml()  # for the trial's GPU tags and sampling; its first trial started it before
-    try:
-        one_gpu = gpu_monitor.visible_count() == 1
-    except Exception:  # noqa: BLE001 - NVML could not count them: the trial starts its own device
+    if plan.get("backend") != "jax":
         return False
-    if plan.get("backend") != "jax" or not one_gpu:
+    try:
+        if gpu_monitor.visible_count() != 1:
+            return False
+    except Exception:  # noqa: BLE001 - NVML could not count them: the trial starts its own device
         return False
     steps.start_jax_backend_ahead()
     return True
