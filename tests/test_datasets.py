@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gridbench import datasets
-from gridbench.datasets import find, trial_data
+from gridbench.datasets import find, npz, trial_data
 from gridbench.errors import UserError
 
 
@@ -143,3 +143,43 @@ def test_a_tampered_pickle_in_a_dataset_file_is_refused_not_run(tmp_path):
     np.savez(imdb, **arrays)
     with pytest.raises(pickle.UnpicklingError, match=r"refusing to unpickle (posix|os)\.system"):
         trial_data.load(find.locate("imdb", str(tmp_path / "imdb")), seed=0, flat=False)
+
+
+@pytest.mark.parametrize("save", [np.savez_compressed, np.savez])
+def test_npz_reader_gives_np_loads_arrays(tmp_path, save):
+    rng = np.random.default_rng(0)
+    arrays = {
+        "images": rng.integers(0, 256, size=(50, 7, 3), dtype=np.uint8),
+        "fortran": np.asfortranarray(rng.normal(size=(4, 6)).astype(np.float32)),
+        "labels": rng.integers(0, 10, size=50, dtype=np.int64),
+        "scalar": np.array(3.5),
+    }
+    save(tmp_path / "a.npz", **arrays)
+    read = npz.read_arrays(tmp_path / "a.npz", arrays)
+    with np.load(tmp_path / "a.npz") as loaded:
+        for key in arrays:
+            assert read[key].dtype == loaded[key].dtype and read[key].shape == loaded[key].shape
+            np.testing.assert_array_equal(read[key], loaded[key])
+    assert npz.array_headers(tmp_path / "a.npz")["fortran"] == ((4, 6), np.dtype(np.float32))
+
+
+def test_npz_reader_refuses_pickled_objects_and_missing_arrays(tmp_path):
+    np.savez(tmp_path / "objects.npz", ragged=np.array([[1], [2, 3]], dtype=object), plain=np.zeros(2))
+    with pytest.raises(ValueError, match="ragged holds Python objects"):
+        npz.read_arrays(tmp_path / "objects.npz", ["ragged"])
+    with pytest.raises(KeyError):
+        npz.read_arrays(tmp_path / "objects.npz", ["absent"])
+
+
+def test_mnist_loads_scaled_as_before(tmp_path):
+    rng = np.random.default_rng(1)
+    arrays = {
+        key: rng.integers(0, 256, size=shape, dtype=dtype) for key, (shape, dtype) in datasets.MNIST_ARRAYS.items()
+    }
+    path = tmp_path / "mnist.npz"
+    np.savez_compressed(path, **arrays)
+    expected = (arrays["x_train"] / np.float32(255)).astype(np.float32)  # the way before npz.read_arrays
+    data = trial_data.load(datasets.DataSource("mnist", str(path)), seed=0, flat=False)
+    assert data.x_train.dtype == np.float32 and data.x_train.shape == (60000, 28, 28, 1)
+    np.testing.assert_array_equal(data.x_train[..., 0], expected)
+    np.testing.assert_array_equal(data.y_test, arrays["y_test"].astype(np.int64))
