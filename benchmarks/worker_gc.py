@@ -1,6 +1,8 @@
 """What the collection after a trial's worker's imports costs (gridbench.collector): in fresh processes, the imports
 a worker's first trial does with the collector paused (Ray Tune's trainable, JAX, Keras, the MLP workload), then one
-full collection, timed, with the objects it walked and freed.
+full collection, timed, with the objects it walked and freed. 7390c4d skipped that collection in trials' workers; on
+one H100 the headline's first trial was no faster, and the change was taken back (docs/results/around-training.md,
+"ninth").
 
     KERAS_BACKEND=jax python benchmarks/worker_gc.py [--repeats 3]
 """

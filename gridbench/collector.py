@@ -10,10 +10,7 @@ waits for that trial, not before Tune's start: gridbench.gridsearch.tune_callbac
 worker (Ray's process, running Tune's trainable) until its framework is imported. Then the start-up's
 garbage is collected once (a cycle holding a database connection is closed, not kept), what survived
 is frozen (gc.freeze: no later collection walks it; reference counting still frees it) and the collector
-is on again. A trial's worker freezes without that collection (`collect=False`): after Ray Tune, JAX and
-Keras it walked about 448,000 objects to free about 2,500 (0.19-0.22 s on 2 cores,
-docs/results/around-training/worker-gc-2core/worker-gc.txt), inside the worker's first trial and holding
-the GIL from that trial's data and device threads. Those few objects are kept for the worker's life.
+is on again.
 
 Once per process: a worker's later trials leave the collector as it is, since freezing a trial's
 objects would keep any cycle among them for the process's life. A search run through the API, in a
@@ -38,14 +35,12 @@ def pause_for_startup() -> None:
     gc.disable()
 
 
-def resume_after_startup(collect: bool = True) -> None:
-    """Collects the start-up's garbage once (unless `collect` is False: a trial's worker), freezes what survived and
-    turns the collector back on (if paused)."""
+def resume_after_startup() -> None:
+    """Collects the start-up's garbage once, freezes what survived and turns the collector back on (if paused)."""
     global _paused
     if not _paused:
         return
     _paused = False
-    if collect:
-        gc.collect()
+    gc.collect()
     gc.freeze()
     gc.enable()

@@ -62,30 +62,6 @@ def test_the_start_ups_garbage_cycles_are_collected_not_frozen(tmp_path):
     )
 
 
-def test_a_trials_worker_freezes_its_start_up_without_collecting_it(tmp_path):
-    # collect=False (a trial's worker): the start-up's garbage is frozen with the rest, not walked and freed.
-    _run(
-        """
-        import gc, weakref
-        from gridbench import collector
-        collector.pause_for_startup()
-        freed = []
-        class Cycle:
-            pass
-        cycle = Cycle()
-        cycle.me = cycle
-        weakref.finalize(cycle, freed.append, "freed")
-        del cycle
-        collector.resume_after_startup(collect=False)
-        assert gc.isenabled() and gc.get_freeze_count() > 0
-        gc.collect()  # a later collection does not walk what was frozen
-        assert freed == []
-        print("ok")
-        """,
-        tmp_path,
-    )
-
-
 def test_a_process_that_did_not_pause_finds_the_collector_as_it_left_it(tmp_path):
     # The API's searches run in a user's process or a test's: run_search's resume changes nothing there.
     _run(

@@ -32,7 +32,7 @@ def _trainable(config: dict, context: TrialContext, runner: TrialRunner) -> None
     try:
         outcome = runner(config, context)  # run_trial resumes it once the framework is imported
     finally:
-        collector.resume_after_startup(collect=False)  # a runner that imported nothing, or failed before
+        collector.resume_after_startup()  # a runner that imported nothing, or failed before
     outcome.tags[schema.RAY_NODE_ID] = ray.get_runtime_context().get_node_id()
     tune.report({"gridbench": outcome.to_dict()})
 

@@ -59,7 +59,7 @@ def import_ahead() -> None:
         failed = f"{type(err).__name__}: {err}".splitlines()[0][:200]
     finally:
         device_start_s = steps.backend_started_ahead() if device_ahead else None
-        collector.resume_after_startup(collect=False)  # a trial's worker: gridbench.collector
+        collector.resume_after_startup()
     done = {
         "started_at": started_at,
         "ended_at": time.time(),

@@ -64,7 +64,7 @@ def run_trial(config: Mapping[str, Any], context: TrialContext) -> TrialOutcome:
         workload = context.resolve_workload()
         keras_import.import_for(workload)
         entry: WorkloadEntry = workload.load_train()
-        collector.resume_after_startup(collect=False)  # paused by the trainable while the framework was imported
+        collector.resume_after_startup()  # paused by the trainable while the framework was imported
         entry.prepare(context)
         import_s = time.perf_counter() - imported  # about 0 in a reused worker
         note_started(context)
