@@ -3,7 +3,7 @@
 np.load reads a compressed member in chunks of 256 KiB, each chunk a few Python calls. In a trial's worker the
 data are read on a thread beside the worker's imports (gridbench.trial.steps.start_data_read), and every chunk
 then waits for the GIL: on 2 cores, with a thread running Python beside it, mnist's read took 5.75-6.17 s
-against 0.33-0.35 s read here (docs/results/around-training/data-read-2core/data-read.txt). Here zipfile
+against 0.33-0.35 s read here (docs/results/around-training/npz-read-2core/data-read.txt). Here zipfile
 inflates each member in one call, which zlib does without the GIL, and the array is a view of the inflated
 bytes: the same values as np.load's.
 """
