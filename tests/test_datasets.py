@@ -151,6 +151,7 @@ def test_npz_reader_gives_np_loads_arrays(tmp_path, save):
     arrays = {
         "images": rng.integers(0, 256, size=(50, 7, 3), dtype=np.uint8),
         "fortran": np.asfortranarray(rng.normal(size=(4, 6)).astype(np.float32)),
+        "big_endian": rng.integers(0, 1000, size=9).astype(">i4"),
         "labels": rng.integers(0, 10, size=50, dtype=np.int64),
         "scalar": np.array(3.5),
     }
@@ -160,15 +161,52 @@ def test_npz_reader_gives_np_loads_arrays(tmp_path, save):
         for key in arrays:
             assert read[key].dtype == loaded[key].dtype and read[key].shape == loaded[key].shape
             np.testing.assert_array_equal(read[key], loaded[key])
-    assert npz.array_headers(tmp_path / "a.npz")["fortran"] == ((4, 6), np.dtype(np.float32))
+    headers = npz.array_headers(tmp_path / "a.npz", ["fortran", "big_endian", "absent"])
+    assert headers == {"fortran": ((4, 6), np.dtype(np.float32)), "big_endian": ((9,), np.dtype(">i4"))}
 
 
-def test_npz_reader_refuses_pickled_objects_and_missing_arrays(tmp_path):
+def _archive(path, members: dict[str, bytes]) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def _npy(array: np.ndarray, version=None) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, version=version)
+    return buffer.getvalue()
+
+
+def test_npz_reader_reads_every_npy_version_and_a_long_header(tmp_path):
+    # A structured dtype of 300 fields has a header of several KiB; a UTF-8 field name needs format 3.0.
+    wide = np.zeros(3, dtype=[(f"field{i}", "<f4") for i in range(300)])
+    named = np.zeros(2, dtype=[("字", "<i2")])
+    members = {"v1.npy": _npy(np.arange(5), (1, 0)), "v2.npy": _npy(np.arange(5), (2, 0))}
+    members |= {"wide.npy": _npy(wide), "named.npy": _npy(named, (3, 0))}
+    _archive(tmp_path / "a.npz", members)
+    read = npz.read_arrays(tmp_path / "a.npz", ["v1", "v2", "wide", "named"])
+    assert read["v1"].tolist() == read["v2"].tolist() == [0, 1, 2, 3, 4]
+    assert read["wide"].dtype == wide.dtype and read["named"].dtype.names == ("字",)
+    headers = npz.array_headers(tmp_path / "a.npz", ["v1", "v2", "wide"])
+    assert headers["v2"] == ((5,), np.arange(5).dtype) and headers["wide"] == ((3,), wide.dtype)
+
+
+def test_npz_reader_names_the_array_it_cannot_read(tmp_path):
     np.savez(tmp_path / "objects.npz", ragged=np.array([[1], [2, 3]], dtype=object), plain=np.zeros(2))
-    with pytest.raises(ValueError, match="ragged holds Python objects"):
+    with pytest.raises(ValueError, match="^ragged: Object arrays cannot be loaded"):
         npz.read_arrays(tmp_path / "objects.npz", ["ragged"])
     with pytest.raises(KeyError):
         npz.read_arrays(tmp_path / "objects.npz", ["absent"])
+    whole = _npy(np.arange(1000))
+    _archive(tmp_path / "short.npz", {"cut.npy": whole[:-100], "magic.npy": b"\x93NUMPY\x09\x00 junk"})
+    with pytest.raises(ValueError, match="^cut: "):
+        npz.read_arrays(tmp_path / "short.npz", ["cut"])
+    with pytest.raises(ValueError, match="^magic: .npy format version 9.0"):
+        npz.array_headers(tmp_path / "short.npz", ["magic"])
 
 
 def test_mnist_loads_scaled_as_before(tmp_path):

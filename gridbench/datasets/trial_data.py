@@ -92,7 +92,7 @@ def _scale(images: np.ndarray) -> np.ndarray:
 
 
 def _load_mnist(path: Path, options) -> Dataset:
-    arrays = read_arrays(path, MNIST_ARRAYS)  # each array inflated in one call, without the GIL (npz.py)
+    arrays = read_arrays(path, MNIST_ARRAYS)  # each array inflated in one call (npz.py: beside the imports)
     return Dataset(
         "mnist",
         _scale(arrays["x_train"])[..., np.newaxis],
