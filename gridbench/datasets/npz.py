@@ -16,44 +16,54 @@ import io
 import math
 import zipfile
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 # The .npy format versions whose header numpy's public readers parse. 3.0 is 2.0 with UTF-8 field names, which
 # read_array_header_2_0 would decode as Latin-1: an array of 3.0 is read by numpy itself, and only its header's shape
-# and dtype are checked with 2.0's reader (a structured dtype's names may come out mangled; mnist's arrays have none).
+# and dtype (or that it holds objects) are read with 2.0's reader (a structured dtype's names may come out mangled).
 VIEW_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 HEADER_READERS = {**VIEW_READERS, (3, 0): np.lib.format.read_array_header_2_0}
 
 
-def read_arrays(path: Path | str, keys: Iterable[str]) -> dict[str, np.ndarray]:
-    """The archive's arrays named `keys`, with np.load(allow_pickle=False)'s values; read-only where they are views.
+def read_arrays(
+    path: Path | str, keys: Iterable[str], objects: Callable[[io.BytesIO], Any] | None = None
+) -> dict[str, np.ndarray]:
+    """The archive's arrays named `keys`, with np.load's values; read-only where they are views.
 
-    Raises KeyError for a missing array, ValueError naming the array for one that cannot be read (objects, a header
-    or data cut short), and zipfile's errors for a damaged archive or member (a bad CRC names the member).
+    An array of Python objects is a pickle after its header: `objects(stream)` reads it, the stream just past the
+    header (a reader that unpickles numpy's own classes only); without it, the array is refused, as
+    np.load(allow_pickle=False) does. Raises KeyError for a missing array, ValueError naming the array for one that
+    cannot be read (objects, a header or data cut short), and zipfile's errors for a damaged archive or member (a
+    bad CRC names the member).
     """
     arrays = {}
     with zipfile.ZipFile(path) as archive:
         for key in keys:
             raw = archive.read(f"{key}.npy")  # inflated in one call, its CRC checked
             try:
-                arrays[key] = _array(raw)
+                arrays[key] = _array(raw, objects)
             except ValueError as err:
                 raise ValueError(f"{key}: {err}") from None
     return arrays
 
 
-def _array(raw: bytes) -> np.ndarray:
-    """The .npy file in `raw`, as a view of its bytes; one of format 3.0 (or other), as numpy reads it."""
+def _array(raw: bytes, objects: Callable[[io.BytesIO], Any] | None) -> Any:
+    """The .npy file in `raw`: a view of its bytes; objects as `objects` reads them; format 3.0 as numpy reads it."""
     stream = io.BytesIO(raw)
     version = np.lib.format.read_magic(stream)
-    if version not in VIEW_READERS:
+    if version not in HEADER_READERS:
         stream.seek(0)
         return np.lib.format.read_array(stream, allow_pickle=False)  # numpy's own error for a version it lacks
-    shape, fortran_order, dtype = VIEW_READERS[version](stream)
+    shape, fortran_order, dtype = HEADER_READERS[version](stream)
     if dtype.hasobject:
-        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")  # np.load's words
+        if objects is None:
+            raise ValueError("Object arrays cannot be loaded when allow_pickle=False")  # np.load's words
+        return objects(stream)
+    if version not in VIEW_READERS:
+        stream.seek(0)
+        return np.lib.format.read_array(stream, allow_pickle=False)
     count, offset = math.prod(shape), stream.tell()
     if len(raw) - offset < count * dtype.itemsize:
         raise ValueError(f"data cut short: {len(raw) - offset} bytes for {count} items of {dtype}")

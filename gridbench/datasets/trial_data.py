@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import io
 import pickle
-import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -131,20 +129,7 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def _read_npz_with_objects(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Like np.load(allow_pickle=True), but object arrays may hold numpy arrays and lists only."""
-    arrays = {}
-    with zipfile.ZipFile(path) as archive:
-        for name in names:
-            with archive.open(f"{name}.npy") as member:
-                stream = io.BytesIO(member.read())
-            try:
-                arrays[name] = np.lib.format.read_array(stream, allow_pickle=False)
-            except ValueError:  # an object array: its data is a pickle after the header
-                stream.seek(0)
-                major, _ = np.lib.format.read_magic(stream)
-                # Format 3.0 differs from 2.0 only in the header's text encoding.
-                (np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0)(stream)
-                arrays[name] = _NumpyOnlyUnpickler(stream).load()
-    return arrays
+    return read_arrays(path, names, objects=lambda stream: _NumpyOnlyUnpickler(stream).load())
 
 
 def _load_cifar10(path: Path, options) -> Dataset:
@@ -175,9 +160,9 @@ def _load_imdb(path: Path, options) -> Dataset:
     return Dataset(
         "imdb",
         encode(archive["x_train"]),
-        np.asarray(archive["y_train"], dtype=np.int64),
+        np.array(archive["y_train"], dtype=np.int64),  # a copy: the archive's arrays are read-only views
         encode(archive["x_test"]),
-        np.asarray(archive["y_test"], dtype=np.int64),
+        np.array(archive["y_test"], dtype=np.int64),
         num_classes=2,
     )
 

@@ -67,7 +67,9 @@ def summarise(
         **_precompile_fields(precompiled or PrecompileReport()),
         workers_prestarted=workers_prestarted,
         **imports_ahead(trials, fit_started_at),
-        store_open_after_launch_s=max(0.0, (store_opened_at or 0.0) - (fit_started_at or float("inf"))),
+        store_open_after_launch_s=(
+            max(0.0, store_opened_at - fit_started_at) if store_opened_at and fit_started_at else 0.0
+        ),
     )
 
 
