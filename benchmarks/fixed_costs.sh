@@ -8,7 +8,7 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached jaxfloor prestart preload (default: all but the last three, in
+#   steps: headline floor peer both fused attached jaxfloor prestart preload firstrun against (default: all but the last three, in
 #   that order)
 #   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
@@ -17,6 +17,9 @@
 #   prestart: PAIRS triples (default 3) of tune_floor.py A, the headline without and with --prestart-workers, in turn
 #   (after `headline`, which fills the compile cache).
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
+#   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
+#   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page
+#   cache and Ray have run before.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
 #   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
 #   checkout's, in turn (after `headline`, which fills the compile cache).
@@ -61,6 +64,11 @@ for step in $steps; do
                PYTHONPATH="$before:${PYTHONPATH:-}" timed "headline-before-$i" python3 -m gridbench \
                  search mnist --device gpu --tracking-uri "$uri"
                timed "headline-after-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done ;;
+    firstrun) for i in $(seq 1 "${FIRST_PAIRS:-2}"); do
+                for side in before after; do
+                  code=$([ "$side" = before ] && echo "$before:"); cache=$work/first-cache-$side-$i; rm -rf "$cache"
+                  PYTHONPATH="$code${PYTHONPATH:-}" GRIDBENCH_CACHE_DIR=$cache timed "headline-first-$side-$i" \
+                    python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; rm -rf "$cache"; done; done ;;
     preload) for i in 1 2 3; do for mode in cold preload; do
                CUDA_VISIBLE_DEVICES=0 timed "preload-$mode-$i" python3 "$here/benchmarks/gpu_lib_preload.py" "$mode"
              done; done ;;

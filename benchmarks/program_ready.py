@@ -99,10 +99,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes that find the program (default 3)")
     parser.add_argument("--quick", action="store_true", help="digits and a 64-unit MLP, for a CPU")
     parser.add_argument("--json", help="write every row here")
+    parser.add_argument(
+        "--settings", default="jax-cache,saved", help="which settings, comma-separated (default jax-cache,saved)"
+    )
     args = parser.parse_args()
-    rows = []
+    rows, settings_run = [], [s for s in ("jax-cache", "saved") if s in args.settings.split(",")]
     for program in ("mlp", "fused"):
-        for setting in ("jax-cache", "saved"):
+        for setting in settings_run:
             cache = tempfile.mkdtemp(prefix=f"gridbench-ready-{program}-{setting}-")
             settings = {"data": args.data, "program": program, "cache": cache, "quick": args.quick}
             for stage in ("fill", *["ready"] * args.repeats):
@@ -111,7 +114,7 @@ def main() -> None:
                 show(program, setting, stage, row)
     print("\nready_s when found in the cache: median [min-max] over the fresh processes")
     for program in ("mlp", "fused"):
-        for setting in ("jax-cache", "saved"):
+        for setting in settings_run:
             ready = [
                 r["ready_s"] for r in rows if (r["program"], r["setting"], r["stage"]) == (program, setting, "ready")
             ]

@@ -318,9 +318,22 @@ def saved_or_compiled(
     )
 
 
+# The evaluation runs once per trial, over the test set: on a GPU its GEMMs are cuBLAS', not Triton fusions autotuned
+# on the device. Autotuning them took 1.7-1.9 s of a headline program's 5.2-5.4 s of XLA compiling on an H100, against
+# 0.28 s without (docs/results/h100-issue15.md). The epochs, which the speedups are made of, keep XLA's defaults.
+EVALUATION_GPU_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
+
+
+def evaluation_compiler_options(place) -> dict[str, Any] | None:
+    """XLA's options for the evaluation on `place`: EVALUATION_GPU_OPTIONS on a GPU, XLA's defaults elsewhere."""
+    platforms = {device.platform for device in as_sharding(place).device_set}
+    return dict(EVALUATION_GPU_OPTIONS) if platforms <= {"gpu", "cuda", "rocm"} else None
+
+
 def compile_evaluation(correct: Callable, arguments: tuple, place, tag: str | None = None):
     """`correct` (a chunk's correct predictions) compiled for `arguments`' weights and a chunk on `place`."""
-    return jax.jit(saved_programs.tagged(correct, tag)).lower(*evaluation_arguments(arguments, place)).compile()
+    lowered = jax.jit(saved_programs.tagged(correct, tag)).lower(*evaluation_arguments(arguments, place))
+    return lowered.compile(evaluation_compiler_options(place))
 
 
 def state_of(model: keras.Model, optimizer: keras.Optimizer) -> tuple:
