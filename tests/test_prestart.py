@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,51 @@ def test_a_worker_seeing_one_gpu_starts_its_jax_backend_in_the_hook_and_its_tria
     if ahead:
         assert 0 < metrics["worker.device_start_ahead_s"] <= metrics["worker.import_ahead_s"]  # inside the hook's span
         assert found["trial_backend_report"] == {}  # the start is the hook's, reported once, by the hook's record
+
+
+class FakeNvml:
+    """pynvml's calls that gpu_monitor.describe makes, on a host of 4 GPUs; `asked`: the GPUs described."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 4
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        self.asked.append(index)
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> str:
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return f"GPU-{handle}"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int):
+        return types.SimpleNamespace(total=80 * 2**30)
+
+
+@pytest.mark.parametrize(("visible", "described"), [(None, [0, 1, 2, 3]), ("2,3", [2, 3])])
+def test_a_gpu_plans_hook_describes_every_gpu_its_trials_may_get(monkeypatch, tmp_path, visible, described):
+    """The trial then finds its GPU's tags, whichever GPU Ray hands it, without asking NVML beside its device's start
+    (torch here: no backend starts ahead)."""
+    from gridbench.trial import gpu_monitor
+
+    plan = {"backend": "torch", "device": "gpu", "cpus": 1, "gpus_per_trial": 1.0, "modules": [], "keras": False}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    environ = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    environ.update(
+        {worker_side.PLAN_ENV: str(tmp_path / "plan.json"), **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
+    )
+    monkeypatch.setattr(os, "environ", environ)  # the hook sets the trial's variables: this test's copy takes them
+    fake = FakeNvml()
+    monkeypatch.setattr(gpu_monitor, "nvml", lambda: fake)
+    gpu_monitor.describe.cache_clear()
+    try:
+        worker_side.import_ahead()
+        assert fake.asked == described and worker_side.DONE_ENV in environ
+        assert gpu_monitor.describe(described[-1])["gpu.uuid"] == f"GPU-{described[-1]}"
+        assert fake.asked == described  # the trial's own ask: no NVML call
+    finally:
+        gpu_monitor.describe.cache_clear()

@@ -48,6 +48,13 @@ def visible_count() -> int:
     return next((i for i, d in enumerate(named) if not d or d.startswith("-")), len(named))
 
 
+def visible_indices() -> list[int]:
+    """NVML's indices of the GPUs this process may be given: those CUDA_VISIBLE_DEVICES names, else every one."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is None:
+        return list(range(nvml().nvmlDeviceGetCount()))
+    return assigned_gpu_indices()
+
+
 @functools.cache
 def describe(index: int) -> dict[str, str]:
     """The GPU's model, memory and UUID, as trial tags: asked once per GPU in a worker, whose later trials reuse it."""

@@ -5,7 +5,8 @@ as Ray is up (gridbench.gridsearch.prestart). Each worker of the search runs `im
 with Ray, before it takes any task: it imports Keras on the plan's backend and the trial's modules, as the
 driver's file at $GRIDBENCH_PRESTART_PLAN names them. Ray says which GPU a trial gets only when it hands the trial
 its worker, so a device starts ahead only where the worker sees one GPU, the one its trials will get: there a GPU
-plan on JAX starts the backend on a thread beside the imports. A GPU plan starts NVML ahead too (any GPU's facts).
+plan on JAX starts the backend on a thread beside the imports. A GPU plan starts NVML ahead too, and describes every
+GPU the worker may be given (its trials' GPU tags).
 The worker's first trial reports when the imports ran and how long they took, and the device's start within them
 (`ahead_of_trial`); they are outside its own wall time, and the search's summary shows them apart.
 """
@@ -74,13 +75,19 @@ def import_ahead() -> None:
 
 
 def _start_device_ahead(plan: dict) -> bool:
-    """For a GPU plan: NVML started, and on JAX, where this worker sees one GPU only, the backend's start begun on a
-    thread (gridbench.trial.steps). Seeing several, the worker cannot know its trials' GPU: starting them all took
-    3.3 s on 4 H200s, with a context held on each (benchmarks/device_start.py, backend-ahead). True: started."""
+    """For a GPU plan: NVML started and every GPU it may be given described, and on JAX, where this worker sees one GPU
+    only, the backend's start begun on a thread (gridbench.trial.steps). Seeing several, the worker cannot know its
+    trials' GPU: starting them all took 3.3 s on 4 H200s, with a context held on each (benchmarks/device_start.py,
+    backend-ahead). True: started."""
     if plan.get("device") != "gpu":
         return False
     with contextlib.suppress(Exception):  # no NVML: the trial meets the failure and reports it, as before
         gpu_monitor.nvml()  # for the trial's GPU tags and sampling; its first trial started it before
+        # Each GPU's tags, whichever the trials get. In a first trial they are its process setup's one device call,
+        # beside its device's start: that setup took 0.70 and 0.95 s in two of 4 first trials at once on 4 H100s, 0.01
+        # s in the others (process_setup_s, docs/results/around-training/h100x4-7390c4d/scale/a-on-first.txt).
+        for index in gpu_monitor.visible_indices():
+            gpu_monitor.describe(index)
     if plan.get("backend") != "jax":
         return False
     try:
