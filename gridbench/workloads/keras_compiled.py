@@ -319,8 +319,8 @@ def saved_or_compiled(
 
 
 # The evaluation runs once per trial, over the test set: on a GPU its GEMMs are cuBLAS', not Triton fusions autotuned
-# on the device. Autotuning them took 1.7-1.9 s of a headline program's 5.2-5.4 s of XLA compiling on an H100, against
-# 0.28 s without (docs/results/h100-issue15.md). The epochs, which the speedups are made of, keep XLA's defaults.
+# on the device. Compiled with XLA's defaults, a headline program's evaluation took 1.72-1.94 s on an H100, against
+# 0.28 s without Triton's GEMMs (docs/results/h100-issue15.md). The epochs, the speedups' substance, keep the defaults.
 EVALUATION_GPU_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
 
 
