@@ -8,8 +8,8 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached jaxfloor prestart preload firstrun against (default: all but the last three, in
-#   that order)
+#   steps: headline floor peer both fused attached jaxfloor prestart preload firstrun against (default: the first six,
+#   in that order)
 #   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
 #   JAX's persistent cache (the second run is the floor issue "Everything around the training" compares
