@@ -1,10 +1,18 @@
 # Sourced by the GPU benchmark scripts that run whole commands in one device call (fixed_costs.sh,
 # prestart_gpu.sh), once they have set $out and $data: makes $out/work the working folder (and cd's into it),
+# copies $data, $bench and $before (where set) into it and points them at the copies,
 # puts MNIST in Keras' cache, sets $uri (the MLflow store in $out/work) and $here (the checkout), and defines
 # timed NAME COMMAND...: the command's output in $out/NAME.txt, its exit status and whole time printed and
 # appended to $out/calls.txt.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-work=$out/work; mkdir -p "$work" ~/.keras/datasets; cp -n "$data/mnist.npz" ~/.keras/datasets/; cd "$work"
+work=$out/work; mkdir -p "$work" ~/.keras/datasets
+# $data, $bench and $before are often ignored folders of the checkout, which a later device call that does not carry
+# them takes away while this job runs (docs/results/around-training/h200x4-362e02f/README.txt): work from copies.
+for input in data bench before; do
+  if [ -n "${!input:-}" ]; then rm -rf "$work/inputs/$input"; mkdir -p "$work/inputs"
+    cp -r "${!input}" "$work/inputs/$input" && printf -v "$input" %s "$work/inputs/$input"; fi
+done
+cp -n "$data/mnist.npz" ~/.keras/datasets/; cd "$work"
 uri="sqlite:///$work/mlflow.db"
 timed() {  # NAME COMMAND...: its output and whole time
   local name=$1; shift
