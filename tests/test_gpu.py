@@ -162,7 +162,8 @@ def test_the_evaluation_is_compiled_with_cublas_gemms_and_counts_as_xlas_default
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert triton_gemms(report["defaults"])  # else this GPU's XLA never picks Triton here: nothing to show
+    if not triton_gemms(report["defaults"]):  # an older GPU: XLA's defaults use cuBLAS too, both compile alike
+        pytest.skip("XLA's defaults pick no Triton GEMM on this GPU: the evaluation's options change nothing here")
     assert not triton_gemms(report["evaluation"]) and 'custom_call_target="__cublas' in report["evaluation"]
     # other kernels round differently: a near tie among a random model's logits may tip
     assert all(1014 <= count <= 1024 for count in report["counts"])
