@@ -33,6 +33,9 @@ if [ -n "${BEFORE:-}" ]; then
     || { echo "BEFORE=$BEFORE holds no gridbench/ package and experiments/ beside it" >&2; exit 2; }
 fi
 steps=${*:-headline floor peer both fused attached}
+case " $steps " in *" against "* | *" firstrun "*)
+  [ -n "$before" ] || { echo "the against and firstrun steps compare with BEFORE: set it to a folder holding another commit's gridbench/ and experiments/" >&2; exit 2; } ;;
+esac
 # shellcheck source=benchmarks/gpu_call_common.sh
 source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed
 for step in $steps; do

@@ -7,10 +7,14 @@
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$out/work; mkdir -p "$work" ~/.keras/datasets
 # $data, $bench and $before are often ignored folders of the checkout, which a later device call that does not carry
-# them takes away while this job runs (docs/results/around-training/h200x4-362e02f/README.txt): work from copies.
+# them takes away while this job runs (docs/results/around-training/h200x4-362e02f/README.txt): this script works from
+# copies made as it starts (a later script of the same job makes its own, so carry them still, or copy them first).
 for input in data bench before; do
-  if [ -n "${!input:-}" ]; then rm -rf "$work/inputs/$input"; mkdir -p "$work/inputs"
-    cp -r "${!input}" "$work/inputs/$input" && printf -v "$input" %s "$work/inputs/$input"; fi
+  source_dir=${!input:-}
+  case $source_dir in "" | "$work/inputs/"*) continue ;; esac  # unset, or a copy already (sourced twice)
+  mkdir -p "$work/inputs" && rm -rf "$work/inputs/$input.new"
+  cp -r "$source_dir" "$work/inputs/$input.new" && rm -rf "$work/inputs/$input" \
+    && mv "$work/inputs/$input.new" "$work/inputs/$input" && printf -v "$input" %s "$work/inputs/$input"
 done
 cp -n "$data/mnist.npz" ~/.keras/datasets/; cd "$work"
 uri="sqlite:///$work/mlflow.db"

@@ -113,7 +113,10 @@ def main() -> None:
         "--settings", default="jax-cache,saved", help="which settings, comma-separated (default jax-cache,saved)"
     )
     args = parser.parse_args()
-    rows, settings_run = [], [s for s in ("jax-cache", "saved") if s in args.settings.split(",")]
+    asked = args.settings.split(",")
+    if not asked or set(asked) - {"jax-cache", "saved"}:
+        parser.error(f"--settings {args.settings}: name jax-cache, saved or both, comma-separated")
+    rows, settings_run = [], [s for s in ("jax-cache", "saved") if s in asked]
     for program in ("mlp", "fused"):
         for setting in settings_run:
             cache = tempfile.mkdtemp(prefix=f"gridbench-ready-{program}-{setting}-")

@@ -21,14 +21,14 @@ from gridbench.tracking import schema
 
 
 def ends(client, parent) -> dict[str, float] | None:
-    """The five spans of one search, or None where it ran no trial or lacks the metrics."""
+    """The five spans of one search, or None where it ran no trial, lacks the metrics or has a trial without an end."""
     trials = client.search_runs(
         [parent.info.experiment_id], f"tags.`{schema.PARENT_RUN}` = '{parent.info.run_id}'", max_results=50000
     )
     metrics = parent.data.metrics
     needed = (schema.TIME_TO_FIRST_TRIAL_S, schema.STARTUP_S, schema.MAKESPAN_S)
-    if not trials or any(name not in metrics for name in needed):
-        return None
+    if not trials or any(name not in metrics for name in needed) or any(t.info.end_time is None for t in trials):
+        return None  # no trial, an older record, or a trial still running (an interrupted search)
     first_start = min(t.info.start_time for t in trials) / 1000
     last_end = max(t.info.end_time for t in trials) / 1000
     command_start = first_start - metrics[schema.TIME_TO_FIRST_TRIAL_S]

@@ -6,7 +6,6 @@ Run on a lent GPU machine (see README, "GPU runs"); skipped where no GPU is visi
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -122,48 +121,3 @@ def test_a_worker_started_ahead_that_sees_one_gpu_starts_it_in_its_hook(store):
         assert child.info.status == "FINISHED" and child.data.tags["device.actual"] == "gpu:0"
         assert child.data.tags["gpu.assigned"] == first_gpu and child.data.tags["jax.platform"] == "gpu"
         assert "device_start_s" not in child.data.metrics  # no trial started the device itself
-
-
-EVALUATION_KERNELS = """
-import json, os
-os.environ["KERAS_BACKEND"] = "jax"
-import jax, keras, numpy as np
-from gridbench.workloads import keras_compiled
-
-keras.utils.set_random_seed(0)
-model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(512, activation="relu"), keras.layers.Dense(10)])
-gpu = jax.devices("gpu")[0]
-weights = [jax.device_put(v.value, gpu) for v in model.trainable_variables], [], []
-arguments = (weights, None, jax.ShapeDtypeStruct((60000, 784), np.float32), None)
-correct = keras_compiled.make_correct_count(model)
-evaluation = keras_compiled.compile_evaluation(correct, arguments, gpu)
-defaults = jax.jit(correct).lower(*keras_compiled.evaluation_arguments(arguments, gpu)).compile()
-x = np.random.default_rng(0).random((1024, 784), np.float32)
-y = np.asarray(model(x)).argmax(-1).astype(np.int32)  # the model's own predictions: all 1024 count
-chunk = jax.device_put(x, gpu), jax.device_put(y, gpu)
-counts = [int(program(*weights[:2], *chunk)) for program in (evaluation, defaults)]
-print(json.dumps({"evaluation": evaluation.as_text(), "defaults": defaults.as_text(), "counts": counts}))
-"""
-
-
-def triton_gemms(hlo: str) -> bool:
-    """Whether compiled HLO holds a GEMM fusion for Triton: XLA names them gemm_fusion* (its GemmFusion pass), of
-    kind __triton_gemm or, in newer XLA, nested fusions."""
-    return any(mark in hlo for mark in ("gemm_fusion", "__triton_gemm", "__triton_nested_gemm_fusion"))
-
-
-def test_the_evaluation_is_compiled_with_cublas_gemms_and_counts_as_xlas_defaults_do():
-    """The evaluation runs once per trial: compiled without autotuning Triton's GEMMs (keras_compiled), where XLA's
-    defaults pick Triton's for the same function; both count the model's predictions."""
-    needs("jax")
-    done = subprocess.run(
-        [sys.executable, "-c", EVALUATION_KERNELS], capture_output=True, text=True, timeout=600,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if not triton_gemms(report["defaults"]):  # an older GPU: XLA's defaults use cuBLAS too, both compile alike
-        pytest.skip("XLA's defaults pick no Triton GEMM on this GPU: the evaluation's options change nothing here")
-    assert not triton_gemms(report["evaluation"]) and 'custom_call_target="__cublas' in report["evaluation"]
-    # other kernels round differently: a near tie among a random model's logits may tip
-    assert all(1014 <= count <= 1024 for count in report["counts"])

@@ -200,3 +200,62 @@ def test_grid_order_puts_program_axes_first_and_names_one_configuration_per_prog
     assert {(p["batch_size"], p["hidden_units"]) for p in programs} == {(128, 256), (256, 256), (128, 512), (256, 512)}
     assert len(programs) == 4 and programs[0] == {"batch_size": 128, "hidden_units": 256, "dropout": 0.1,
                                                   "learning_rate": 0.001}  # fmt: skip
+
+
+EVALUATION_KERNELS = """
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import jax, keras, numpy as np
+from gridbench.workloads import keras_compiled
+
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(512, activation="relu"), keras.layers.Dense(10)])
+device = jax.devices(sys.argv[1])[0]
+weights = [jax.device_put(v.value, device) for v in model.trainable_variables], [], []
+arguments = (weights, None, jax.ShapeDtypeStruct((60000, 784), np.float32), None)
+correct = keras_compiled.make_correct_count(model)
+evaluation = keras_compiled.compile_evaluation(correct, arguments, device)
+defaults = jax.jit(correct).lower(*keras_compiled.evaluation_arguments(arguments, device)).compile()
+x = np.random.default_rng(0).random((1024, 784), np.float32)
+y = np.asarray(model(x)).argmax(-1).astype(np.int32)  # the model's own predictions: all 1024 count
+chunk = jax.device_put(x, device), jax.device_put(y, device)
+print(json.dumps({
+    "options": keras_compiled.evaluation_compiler_options(device),
+    "capability": getattr(device, "compute_capability", None),
+    "evaluation": evaluation.as_text(),
+    "defaults": defaults.as_text(),
+    "counts": [int(program(*weights[:2], *chunk)) for program in (evaluation, defaults)],
+}))
+"""
+
+
+def triton_gemms(hlo: str) -> bool:
+    """Whether compiled HLO holds a GEMM fusion for Triton: XLA names them gemm_fusion* (its GemmFusion pass), of
+    kind __triton_gemm or, in newer XLA, nested fusions."""
+    return any(mark in hlo for mark in ("gemm_fusion", "__triton_gemm", "__triton_nested_gemm_fusion"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_the_evaluation_is_compiled_for_cublas_on_a_gpu_and_as_xla_defaults_elsewhere(device):
+    """The evaluation runs once per trial: on a GPU compiled without autotuning Triton's GEMMs (keras_compiled), where
+    XLA's defaults pick Triton's for the same function; on a CPU with XLA's defaults. Both count the predictions."""
+    pytest.importorskip("jax")
+    import json
+
+    env = {**os.environ, "JAX_PLATFORMS": device}
+    if device == "gpu":
+        env.update(JAX_PLATFORMS="", CUDA_VISIBLE_DEVICES=(os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0])
+    done = run_python("-c", EVALUATION_KERNELS, device, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # other kernels round differently: a near tie among a random model's logits may tip
+    assert all(1014 <= count <= 1024 for count in report["counts"])
+    if device == "cpu":
+        assert report["options"] is None and report["evaluation"] == report["defaults"]
+        return
+    assert report["options"] == {"xla_gpu_enable_triton_gemm": False}
+    if float(report["capability"] or 0) < 8.0:  # XLA fuses GEMMs for Triton from Ampere (8.0) on
+        pytest.skip(f"compute capability {report['capability']}: XLA's defaults use no Triton GEMM here either")
+    assert triton_gemms(report["defaults"])
+    assert not triton_gemms(report["evaluation"]) and 'custom_call_target="__cublas' in report["evaluation"]

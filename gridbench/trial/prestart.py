@@ -84,10 +84,11 @@ def _start_device_ahead(plan: dict) -> bool:
     with contextlib.suppress(Exception):  # no NVML: the trial meets the failure and reports it, as before
         gpu_monitor.nvml()  # for the trial's GPU tags and sampling; its first trial started it before
         # Each GPU's tags, whichever the trials get. In a first trial they are its process setup's one device call,
-        # beside its device's start: that setup took 0.70 and 0.95 s in two of 4 first trials at once on 4 H100s, 0.01
-        # s in the others (process_setup_s, docs/results/around-training/h100x4-7390c4d/scale/a-on-first.txt).
+        # beside its device's start: that setup took 0.70 and 0.95 s in two of 4 first trials at once on 4 H100s,
+        # 0.010 and 0.018 s in the others (process_setup_s, around-training/h100x4-7390c4d/scale/a-on-first.txt).
         for index in gpu_monitor.visible_indices():
-            gpu_monitor.describe(index)
+            with contextlib.suppress(Exception):  # a GPU NVML cannot describe: its trial asks again, and says why
+                gpu_monitor.describe(index)
     if plan.get("backend") != "jax":
         return False
     try:
