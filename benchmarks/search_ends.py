@@ -18,13 +18,12 @@ from __future__ import annotations
 import sys
 
 from gridbench.tracking import schema
+from gridbench.tracking.sync import children_of
 
 
 def ends(client, parent) -> dict[str, float] | None:
     """The five spans of one search, or None where it ran no trial, lacks the metrics or has a trial without an end."""
-    trials = client.search_runs(
-        [parent.info.experiment_id], f"tags.`{schema.PARENT_RUN}` = '{parent.info.run_id}'", max_results=50000
-    )
+    trials = children_of(client, parent.info.experiment_id, parent.info.run_id)
     metrics = parent.data.metrics
     needed = (schema.TIME_TO_FIRST_TRIAL_S, schema.STARTUP_S, schema.MAKESPAN_S)
     if not trials or any(name not in metrics for name in needed) or any(t.info.end_time is None for t in trials):
