@@ -6,7 +6,8 @@
 Per search (its scale count, where `gridbench scale` ran it): each worker's first trial, by configuration, with its
 wall time and the parts the trial recorded (seconds): its worker's setup hook before it, with the device's start in
 it (--prestart-workers: outside the trial's wall), the process's setup before its imports (NVML's start
-included), imports in the trial, the device's start and the data's read on threads of their own, and what the
+included), imports in the trial, the device's start and the data's read on threads of their own (the read from the
+hook, where it began there), and what the
 trial still waited for each (device_start_s, data_read_s, data_wait_s, device_wait_s), setup (data, model and its
 first transfer), its program (compile_s: loaded, compiled or reused), the first epoch's excess over a steady one,
 fit outside its epochs, evaluation, and what is left (wall less those and its epochs). Then the same parts as the

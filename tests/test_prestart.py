@@ -168,17 +168,24 @@ def test_a_gpu_searchs_torch_is_left_to_the_trial(tmp_path, device, backend, imp
     """Keras' torch backend starts CUDA as it is imported, with every GPU visible, before Ray assigns one."""
     from types import SimpleNamespace
 
+    from gridbench.datasets import DataSource
     from gridbench.gridsearch.prestart import write_plan
 
+    workload = SimpleNamespace(train="gridbench.workloads.keras_mlp", framework="keras", flat_inputs=True)
     plan = SimpleNamespace(
         backend=backend,
         options=SimpleNamespace(device=device),
         cpus_per_trial=4,
         gpus_per_trial=1.0,
-        spec=SimpleNamespace(workload=SimpleNamespace(train="gridbench.workloads.keras_mlp", framework="keras")),
+        spec=SimpleNamespace(workload=workload, seed=3),
+        data=DataSource("mnist", "/data/mnist.npz"),
     )
     write_plan(plan, str(tmp_path / "plan.json"))
     written = json.loads((tmp_path / "plan.json").read_text())
+    assert written["data"] == {"name": "mnist", "path": "/data/mnist.npz", "seed": 3, "flat": True}  # on any backend
+    plan.data = DataSource("mnist", None, synthetic=True)  # shaped by each trial's hyperparameters: the trial's own
+    write_plan(plan, str(tmp_path / "plan.json"))
+    assert json.loads((tmp_path / "plan.json").read_text())["data"] is None
     assert ("gridbench.workloads.keras_mlp" in written["modules"]) is imported
     assert TUNE_TRAINABLE_MODULE in written["modules"]  # what Ray unpickles the trial's actor from, on any backend
     assert written["keras"] is imported
@@ -264,3 +271,29 @@ def test_a_gpu_plans_hook_describes_every_gpu_its_trials_may_get(monkeypatch, tm
         assert fake.asked == described  # the trial's own ask: no NVML call
     finally:
         gpu_monitor.describe.cache_clear()
+
+
+@pytest.mark.parametrize(("name", "read"), [("mnist", True), ("imdb", False)])
+def test_the_hook_reads_the_plans_data_and_the_first_trial_waits_for_that_read(tmp_path, name, read):
+    """mnist's read began in the hook: the first trial's data are there after the file is gone, and the trial reports
+    that read (data_read_s, data_wait_s) with when the hook began it. IMDb's reading is shaped by the trial's own
+    hyperparameters: left to the trial."""
+    import numpy as np
+
+    from gridbench import datasets
+
+    path = tmp_path / f"{name}.npz"
+    np.savez_compressed(path, **{key: np.zeros(shape, dtype) for key, (shape, dtype) in datasets.MNIST_ARRAYS.items()})
+    data = {"name": name, "path": str(path), "seed": 0, "flat": True}
+    plan = {"backend": "jax", "device": "cpu", "cpus": 1, "gpus_per_trial": 0.0, "modules": [], "keras": False}
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "data": data}))
+    found = _line(_run("import_ahead.py", str(tmp_path / "plan.json"), cwd=tmp_path), "AHEAD ")
+    (_, metrics), report = found["first"], found["trial_data_report"]
+    assert ("worker.data_read_ahead_started_at" in metrics) is read
+    assert (found["trial_data_shape"] == [60000, 784]) is read  # flattened, as the plan's workload reads them
+    if read:
+        began = metrics["worker.data_read_ahead_started_at"]
+        assert metrics["worker.import_ahead_started_at"] <= began <= metrics["worker.import_ahead_ended_at"]
+        assert report["data_read_s"] > 0 and 0 <= report["data_wait_s"] <= report["data_read_s"]
+    else:
+        assert report == {}

@@ -448,6 +448,13 @@ WORKER_PROCESS_STARTED_AT = _metric(
     On.TRIAL,
     "on the first trial of a worker that imported ahead: when its process started (Unix time)",
 )
+WORKER_DATA_READ_AHEAD_STARTED_AT = _metric(
+    "worker.data_read_ahead_started_at",
+    On.TRIAL,
+    "on the first trial of a worker that imported ahead and read its data there (mnist, cifar10): when Ray's setup "
+    "hook began reading them on a thread (Unix time); the trial's data_read_s counts from then, its data_wait_s is "
+    "what it still waited",
+)
 WORKER_DEVICE_START_AHEAD_S = _metric(
     "worker.device_start_ahead_s",
     On.TRIAL,
@@ -471,7 +478,8 @@ DATA_READ_S = _metric(
     On.TRIAL,
     "on a worker's first trial, for data read from files that import nothing (mnist, cifar10, synthetic): reading "
     "and scaling them on a thread from the trial's start, beside its imports and its device's start (its setup "
-    "then finds them read)",
+    "then finds them read); in a worker that imported ahead, from its setup hook "
+    "(worker.data_read_ahead_started_at)",
 )
 DATA_WAIT_S = _metric(
     "data_wait_s",

@@ -139,10 +139,29 @@ def start_data_read(context: TrialContext, hyperparameters) -> None:
     whose reading imports nothing (EARLY_READ, synthetic data): the others are read in the setup, as before. A
     read that fails reports nothing: the setup reads them again, and fails there as it would have.
     """
-    source = context.data
-    if _DATA.thread is not None or not (source.synthetic or (source.user is None and source.name in EARLY_READ)):
+    if _DATA.thread is not None or not (context.data.synthetic or reads_ahead(context.data)):
         return
     _DATA.start("gridbench-data-read", lambda: load_data(context, hyperparameters))
+
+
+def reads_ahead(source: DataSource) -> bool:
+    """Whether a worker's setup hook may read these data before its first trial: files that import nothing and
+    whose reading no hyperparameter shapes (synthetic data are shaped by the trial's)."""
+    return source.user is None and not source.synthetic and source.name in EARLY_READ
+
+
+def start_data_read_ahead(source: DataSource, seed: int, flat: bool) -> bool:
+    """Starts reading the search's data on a thread from Ray's setup hook, before the worker has a trial
+    (gridbench.trial.prestart); True: started.
+
+    The worker's first trial then starts no read of its own (start_data_read): it waits for this one and reports it
+    as data_read_s and data_wait_s. Read with no hyperparameters, as load_shared keys these files' data for a
+    trial whose grid shapes nothing (a grid that did would read again in the trial's setup).
+    """
+    if _DATA.thread is not None or not reads_ahead(source):
+        return False
+    _DATA.start("gridbench-data-read", lambda: load_shared(source, seed, flat=flat))
+    return True
 
 
 def data_read() -> dict[str, float]:

@@ -33,5 +33,17 @@ if __name__ == "__main__":
     from gridbench.trial import steps
 
     found["trial_backend_report"] = steps.backend_started()  # what the worker's first trial would report of it
+    found["trial_data_report"] = steps.data_read()  # its data: the read the hook began, waited for
+    data = json.load(open(sys.argv[1])).get("data") if os.path.exists(sys.argv[1]) else None
+    if data:
+        from gridbench.datasets import DataSource
+        from gridbench.datasets.trial_data import load_shared
+
+        os.remove(data["path"])  # a trial's read now finds the data only where the hook's read kept them
+        try:
+            read = load_shared(DataSource(data["name"], data["path"]), data["seed"], flat=data["flat"])
+            found["trial_data_shape"] = list(read.x_train.shape)
+        except OSError:
+            found["trial_data_shape"] = None
     found.update({"first": first, "later": later})
     print("AHEAD " + json.dumps(found), flush=True)
