@@ -39,11 +39,14 @@ if __name__ == "__main__":
         from gridbench.datasets import DataSource
         from gridbench.datasets.trial_data import load_shared
 
-        os.remove(data["path"])  # a trial's read now finds the data only where the hook's read kept them
+        away = data["path"] + ".away"
+        os.replace(data["path"], away)  # a trial's read now finds the data only where the hook's read kept them
         try:
             read = load_shared(DataSource(data["name"], data["path"]), data["seed"], flat=data["flat"])
             found["trial_data_shape"] = list(read.x_train.shape)
         except OSError:
             found["trial_data_shape"] = None
+        finally:
+            os.replace(away, data["path"])
     found.update({"first": first, "later": later})
     print("AHEAD " + json.dumps(found), flush=True)
