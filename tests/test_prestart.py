@@ -273,11 +273,20 @@ def test_a_gpu_plans_hook_describes_every_gpu_its_trials_may_get(monkeypatch, tm
         gpu_monitor.describe.cache_clear()
 
 
-@pytest.mark.parametrize(("name", "read"), [("mnist", True), ("imdb", False)])
-def test_the_hook_reads_the_plans_data_and_the_first_trial_waits_for_that_read(tmp_path, name, read):
-    """mnist's read began in the hook: the first trial's data are there after the file is gone, and the trial reports
-    that read (data_read_s, data_wait_s) with when the hook began it. IMDb's reading is shaped by the trial's own
-    hyperparameters: left to the trial."""
+@pytest.mark.parametrize(
+    ("name", "device", "visible", "read"),
+    [
+        ("mnist", "cpu", "", True),
+        ("imdb", "cpu", "", False),
+        ("mnist", "gpu", "0", True),
+        ("mnist", "gpu", "0,1", False),
+    ],
+)
+def test_the_hook_reads_the_plans_data_and_the_first_trial_waits_for_that_read(tmp_path, name, device, visible, read):
+    """mnist's read began in the hook: the trial's own read finds the data after the file is gone, and the trial
+    reports that read (data_read_s, data_wait_s) with when the hook began it. IMDb's reading is shaped by the trial's
+    own hyperparameters: left to the trial. So is a GPU worker's that sees two GPUs: its trial's device start, which
+    cannot begin in the hook, hides the read. (With no GPU here, JAX's start in the hook is its CPU backend's.)"""
     import numpy as np
 
     from gridbench import datasets
@@ -285,9 +294,14 @@ def test_the_hook_reads_the_plans_data_and_the_first_trial_waits_for_that_read(t
     path = tmp_path / f"{name}.npz"
     np.savez_compressed(path, **{key: np.zeros(shape, dtype) for key, (shape, dtype) in datasets.MNIST_ARRAYS.items()})
     data = {"name": name, "path": str(path), "seed": 0, "flat": True}
-    plan = {"backend": "jax", "device": "cpu", "cpus": 1, "gpus_per_trial": 0.0, "modules": [], "keras": False}
-    (tmp_path / "plan.json").write_text(json.dumps({**plan, "data": data}))
-    found = _line(_run("import_ahead.py", str(tmp_path / "plan.json"), cwd=tmp_path), "AHEAD ")
+    plan = {"backend": "jax", "device": device, "cpus": 1, "gpus_per_trial": float(device == "gpu"), "modules": []}
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "keras": False, "data": data}))
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(
+        [sys.executable, str(PROGRAMS / "import_ahead.py"), str(tmp_path / "plan.json")],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    found = _line(result, "AHEAD ")
     (_, metrics), report = found["first"], found["trial_data_report"]
     assert ("worker.data_read_ahead_started_at" in metrics) is read
     assert (found["trial_data_shape"] == [60000, 784]) is read  # flattened, as the plan's workload reads them

@@ -55,8 +55,9 @@ def load(source: DataSource, seed: int, flat: bool = True, options: Mapping[str,
     return data
 
 
-# The hyperparameters that shape a loaded dataset (the text datasets'); others do not.
+# The hyperparameters that shape a loaded dataset (the text datasets' and synthetic data's); others do not.
 SHAPING_OPTIONS = ("maxlen", "vocab_size")
+SHAPED_BY_OPTIONS = ("imdb", "nietzsche")  # the files whose reading they shape (LOADERS)
 
 
 def load_shared(source: DataSource, seed: int, flat: bool = True, options: Mapping[str, Any] | None = None) -> Dataset:
@@ -64,7 +65,10 @@ def load_shared(source: DataSource, seed: int, flat: bool = True, options: Mappi
 
     Trials never modify a Dataset's arrays (take_train and the sessions copy), so sharing them is safe.
     """
-    shaping = tuple((key, (options or {})[key]) for key in SHAPING_OPTIONS if key in (options or {}))
+    options = options or {}
+    shaped = source.synthetic or (source.user is None and source.name in SHAPED_BY_OPTIONS)
+    # Only where they shape the data: a model that declares `maxlen` over mnist reads what a setup hook read for it
+    shaping = tuple((key, options[key]) for key in SHAPING_OPTIONS if key in options) if shaped else ()
     return _load_cached(source, seed, flat, shaping)
 
 

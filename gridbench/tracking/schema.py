@@ -451,7 +451,8 @@ WORKER_PROCESS_STARTED_AT = _metric(
 WORKER_DATA_READ_AHEAD_STARTED_AT = _metric(
     "worker.data_read_ahead_started_at",
     On.TRIAL,
-    "on the first trial of a worker that imported ahead and read its data there (mnist, cifar10): when Ray's setup "
+    "on the first trial of a worker that imported ahead and read its data there (mnist, cifar10; on a CPU, or "
+    "where the hook started the worker's one GPU): when Ray's setup "
     "hook began reading them on a thread (Unix time); the trial's data_read_s counts from then, its data_wait_s is "
     "what it still waited",
 )
@@ -478,7 +479,7 @@ DATA_READ_S = _metric(
     On.TRIAL,
     "on a worker's first trial, for data read from files that import nothing (mnist, cifar10, synthetic): reading "
     "and scaling them on a thread from the trial's start, beside its imports and its device's start (its setup "
-    "then finds them read); in a worker that imported ahead, from its setup hook "
+    "then finds them read); mnist's and cifar10's, in a worker whose setup hook read them, from that hook "
     "(worker.data_read_ahead_started_at)",
 )
 DATA_WAIT_S = _metric(

@@ -7,7 +7,8 @@ driver's file at $GRIDBENCH_PRESTART_PLAN names them. Ray says which GPU a trial
 its worker, so a device starts ahead only where the worker sees one GPU, the one its trials will get: there a GPU
 plan on JAX starts the backend on a thread beside the imports. A GPU plan starts NVML ahead too, and describes every
 GPU the worker may be given (its trials' GPU tags). Data that read without imports (mnist, cifar10) begin their read
-on a thread that outlives the hook: the first trial waits only for what is left of it.
+on a thread that outlives the hook, on a CPU or where the hook starts the GPU: the first trial waits only for what is
+left of it.
 The worker's first trial reports when the imports ran and how long they took, and the device's start within them
 (`ahead_of_trial`); they are outside its own wall time, and the search's summary shows them apart.
 """
@@ -49,8 +50,8 @@ def import_ahead() -> None:
         return  # no plan (the search ended first, or its directory is gone): the trial imports as usual
     imported, failed, serializers = [], "", False
     collector.pause_for_startup()  # as a trial's worker imports its framework (gridbench.collector)
-    data_read_started_at = _start_data_read_ahead(plan.get("data"))
     device_ahead = _start_device_ahead(plan)
+    data_read_started_at = _start_data_read_ahead(plan, device_ahead)
     try:
         if plan.get("keras"):
             keras_import.import_keras()
@@ -78,10 +79,16 @@ def import_ahead() -> None:
     os.environ[DONE_ENV] = json.dumps(done)
 
 
-def _start_data_read_ahead(data: dict | None) -> float | None:
+def _start_data_read_ahead(plan: dict, device_ahead: bool) -> float | None:
     """Starts reading the plan's data on a thread that outlives the hook, so the first trial finds them read or
-    waits for the rest (gridbench.trial.steps); when the read began, or None where the plan names none to read."""
-    if not data:
+    waits for the rest (gridbench.trial.steps); when the read began, or None where none is read here.
+
+    Not in a GPU worker whose device starts in its trial: the read ran beside that start there, and the trial waited
+    for the start. Read here instead, at 2 GPUs, the first trials waited no less for the device before their setup,
+    and the hooks ran longer (docs/results/around-training.md, "eleventh").
+    """
+    data = plan.get("data")
+    if not data or (plan.get("device") == "gpu" and not device_ahead):
         return None
     try:
         source = DataSource(data["name"], data["path"])

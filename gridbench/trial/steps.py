@@ -23,7 +23,8 @@ _QUEUED_AHEAD: set[str] = set()
 
 
 class OnItsThread:
-    """Work a worker's first trial starts on a thread of its own and later waits for: once per worker.
+    """Work started on a thread of its own, by a worker's first trial or its setup hook, that the first trial later
+    waits for: once per worker.
 
     `took` is what the work took on its thread, set where it ended without raising; the first `wait` reports it
     with what the trial still waited, and every later one nothing.
@@ -58,7 +59,7 @@ class OnItsThread:
 
 
 _BACKEND = OnItsThread()  # this worker's early start of JAX's GPU backend
-_DATA = OnItsThread()  # its first trial's data, read from the trial's start
+_DATA = OnItsThread()  # its first trial's data, read from the trial's start or from Ray's setup hook
 
 
 def start_jax_backend_early(context: TrialContext) -> None:
@@ -155,8 +156,8 @@ def start_data_read_ahead(source: DataSource, seed: int, flat: bool) -> bool:
     (gridbench.trial.prestart); True: started.
 
     The worker's first trial then starts no read of its own (start_data_read): it waits for this one and reports it
-    as data_read_s and data_wait_s. Read with no hyperparameters, as load_shared keys these files' data for a
-    trial whose grid shapes nothing (a grid that did would read again in the trial's setup).
+    as data_read_s and data_wait_s. Read with no hyperparameters: none shapes these files' data, and load_shared
+    keys them without any.
     """
     if _DATA.thread is not None or not reads_ahead(source):
         return False
@@ -165,8 +166,9 @@ def start_data_read_ahead(source: DataSource, seed: int, flat: bool) -> bool:
 
 
 def data_read() -> dict[str, float]:
-    """Waits for the read start_data_read began; for the trial that waited, what the read took on its thread
-    (`data_read_s`) and what the trial still waited for it (`data_wait_s`), before its setup. Once per worker."""
+    """Waits for the read start_data_read or start_data_read_ahead began; for the trial that waited, what the read
+    took on its thread (`data_read_s`) and what the trial still waited for it (`data_wait_s`), before its setup. Once
+    per worker."""
     waited = _DATA.wait()
     return {schema.DATA_READ_S: waited[0], schema.DATA_WAIT_S: waited[1]} if waited else {}
 

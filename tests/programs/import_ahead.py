@@ -37,12 +37,15 @@ if __name__ == "__main__":
     data = json.load(open(sys.argv[1])).get("data") if os.path.exists(sys.argv[1]) else None
     if data:
         from gridbench.datasets import DataSource
-        from gridbench.datasets.trial_data import load_shared
+        from gridbench.trial.context import TrialContext
 
         away = data["path"] + ".away"
         os.replace(data["path"], away)  # a trial's read now finds the data only where the hook's read kept them
+        # The trial's own read, as run_trial's setup makes it; its hyperparameters hold a `maxlen`, as a model's may
         try:
-            read = load_shared(DataSource(data["name"], data["path"]), data["seed"], flat=data["flat"])
+            source = DataSource(data["name"], data["path"])
+            context = TrialContext("mlp", {}, source, "cpu", "jax", 1, data["seed"])
+            read = steps.load_data(context, {"hidden_units": 256, "maxlen": 100})
             found["trial_data_shape"] = list(read.x_train.shape)
         except OSError:
             found["trial_data_shape"] = None
