@@ -50,14 +50,18 @@ def test_the_jobs_env_gains_the_hook_and_keeps_a_users_modules():
     assert user == {"py_modules": ["/models/mine.py"], "env_vars": {"A": "1"}}  # the user's own is left as it was
 
 
-def _run(program: str, *arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+def _run(program: str, *arguments: str, cwd: Path, visible: str | None = None) -> subprocess.CompletedProcess:
+    """The program in a fresh process; `visible`: its CUDA_VISIBLE_DEVICES, the GPUs a Ray worker would see."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
     return subprocess.run(
         [sys.executable, str(PROGRAMS / program), *arguments],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env=env,
     )
 
 
@@ -211,12 +215,7 @@ def test_a_worker_seeing_one_gpu_starts_its_jax_backend_in_the_hook_and_its_tria
     no GPU and starts its CPU backend: what is checked is which start runs where, and what each side reports.)"""
     plan = {"backend": "jax", "device": "gpu", "cpus": 1, "gpus_per_trial": 1.0, "modules": [], "keras": False}
     (tmp_path / "plan.json").write_text(json.dumps(plan))
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "PYTHONPATH": os.pathsep.join(sys.path)}
-    result = subprocess.run(
-        [sys.executable, str(PROGRAMS / "import_ahead.py"), str(tmp_path / "plan.json")],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    found = _line(result, "AHEAD ")
+    found = _line(_run("import_ahead.py", str(tmp_path / "plan.json"), cwd=tmp_path, visible=visible), "AHEAD ")
     (_, metrics), (_, later) = found["first"], found["later"]
     assert found.get("jax_backend_started", False) is ahead
     assert ("worker.device_start_ahead_s" in metrics) is ahead and later == {}
@@ -296,12 +295,7 @@ def test_the_hook_reads_the_plans_data_and_the_first_trial_waits_for_that_read(t
     data = {"name": name, "path": str(path), "seed": 0, "flat": True}
     plan = {"backend": "jax", "device": device, "cpus": 1, "gpus_per_trial": float(device == "gpu"), "modules": []}
     (tmp_path / "plan.json").write_text(json.dumps({**plan, "keras": False, "data": data}))
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "PYTHONPATH": os.pathsep.join(sys.path)}
-    result = subprocess.run(
-        [sys.executable, str(PROGRAMS / "import_ahead.py"), str(tmp_path / "plan.json")],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    found = _line(result, "AHEAD ")
+    found = _line(_run("import_ahead.py", str(tmp_path / "plan.json"), cwd=tmp_path, visible=visible), "AHEAD ")
     (_, metrics), report = found["first"], found["trial_data_report"]
     assert ("worker.data_read_ahead_started_at" in metrics) is read
     assert (found["trial_data_shape"] == [60000, 784]) is read  # flattened, as the plan's workload reads them
