@@ -104,8 +104,9 @@ def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> di
 def data_to_read_ahead(plan: SearchPlan) -> dict[str, Any] | None:
     """The data the hook reads for the trials, as their context names them (gridbench.gridsearch.tuning), or None.
 
-    A worker's first trial waited for its data's read in full once the imports were ahead: 0.704-1.216 s on 4 H200s
-    (docs/results/around-training.md, "tenth").
+    With the imports ahead, nothing hid the first trial's own read where the hook had started its GPU: on one H200
+    the prestarted first trials took 0.685-0.720 s with the read ahead, against 1.027-1.196 s without it on another
+    machine (docs/results/around-training.md, "eleventh").
     """
     source = plan.data
     if not worker_steps.reads_ahead(source):

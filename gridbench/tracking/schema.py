@@ -452,9 +452,8 @@ WORKER_DATA_READ_AHEAD_STARTED_AT = _metric(
     "worker.data_read_ahead_started_at",
     On.TRIAL,
     "on the first trial of a worker that imported ahead and read its data there (mnist, cifar10; on a CPU, or "
-    "where the hook started the worker's one GPU): when Ray's setup "
-    "hook began reading them on a thread (Unix time); the trial's data_read_s counts from then, its data_wait_s is "
-    "what it still waited",
+    "where the hook started the worker's one GPU): when Ray's setup hook began reading them on a thread (Unix "
+    "time); the trial's data_read_s counts from then, its data_wait_s is what it still waited",
 )
 WORKER_DEVICE_START_AHEAD_S = _metric(
     "worker.device_start_ahead_s",
