@@ -15,7 +15,8 @@
 #   JAX's persistent cache (the second run is the floor issue "Everything around the training" compares
 #   with), then --mode trials with no cache.
 #   prestart: PAIRS triples (default 3) of tune_floor.py A, the headline without and with --prestart-workers, in turn
-#   (after `headline`, which fills the compile cache).
+#   (after `headline`, which fills the compile cache); the two headlines' order alternates from one triple to the next
+#   (until 2026-11-28 the option always ran second).
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
 #   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page
@@ -57,7 +58,9 @@ for step in $steps; do
         --json "$out/jaxfloor-trials.json" ;;
     prestart) for i in $(seq 1 "${PAIRS:-3}"); do
                 PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
-                for ahead in no-prestart-workers prestart-workers; do timed "headline-$ahead-$i" python3 -m gridbench \
+                order="no-prestart-workers prestart-workers"  # alternating: neither side always runs second
+                [ $((i % 2)) = 0 ] && order="prestart-workers no-prestart-workers"
+                for ahead in $order; do timed "headline-$ahead-$i" python3 -m gridbench \
                   search mnist --device gpu --tracking-uri "$uri" "--$ahead"; done; done ;;
     against) for which in "$before:" ""; do  # which gridbench each side imports, from where the runs start
                PYTHONPATH="$which${PYTHONPATH:-}" python3 -c "import gridbench; print('imports', gridbench.__file__)" \
