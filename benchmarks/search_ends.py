@@ -20,6 +20,8 @@ import sys
 from gridbench.tracking import schema
 from gridbench.tracking.sync import children_of
 
+SPANS = ("launch", "head", "window", "tail", "after")  # the columns, in the order they follow one another
+
 
 def ends(client, parent) -> dict[str, float] | None:
     """The five spans of one search, or None where it ran no trial, lacks the metrics or has a trial without an end."""
@@ -62,8 +64,6 @@ def main() -> None:
         cells = " ".join(f"{spans[s]:8.3f}" if s in spans else f"{'-':>8s}" for s in SPANS)
         print(f"{parent.info.run_id:34s} {count:>5s} {trials:>6d} {cells}")
 
-
-SPANS = ("launch", "head", "window", "tail", "after")
 
 if __name__ == "__main__":
     main()

@@ -109,7 +109,7 @@ def data_to_read_ahead(plan: SearchPlan) -> dict[str, Any] | None:
     machine (docs/results/around-training.md, "eleventh").
     """
     source = plan.data
-    if not worker_steps.reads_ahead(source):
+    if not worker_steps.file_read_early(source):
         return None
     return {"name": source.name, "path": source.path, "seed": plan.spec.seed, "flat": plan.spec.workload.flat_inputs}
 

@@ -140,14 +140,14 @@ def start_data_read(context: TrialContext, hyperparameters) -> None:
     whose reading imports nothing (EARLY_READ, synthetic data): the others are read in the setup, as before. A
     read that fails reports nothing: the setup reads them again, and fails there as it would have.
     """
-    if _DATA.thread is not None or not (context.data.synthetic or reads_ahead(context.data)):
+    if _DATA.thread is not None or not (context.data.synthetic or file_read_early(context.data)):
         return
     _DATA.start("gridbench-data-read", lambda: load_data(context, hyperparameters))
 
 
-def reads_ahead(source: DataSource) -> bool:
-    """Whether a worker's setup hook may read these data before its first trial: files that import nothing and
-    whose reading no hyperparameter shapes (synthetic data are shaped by the trial's)."""
+def file_read_early(source: DataSource) -> bool:
+    """Whether these data are a file read on a thread before the trial's setup, from its start or from the worker's
+    setup hook: one whose reading imports nothing and no hyperparameter shapes (EARLY_READ)."""
     return source.user is None and not source.synthetic and source.name in EARLY_READ
 
 
@@ -159,7 +159,7 @@ def start_data_read_ahead(source: DataSource, seed: int, flat: bool) -> bool:
     as data_read_s and data_wait_s. Read with no hyperparameters: none shapes these files' data, and load_shared
     keys them without any.
     """
-    if _DATA.thread is not None or not reads_ahead(source):
+    if _DATA.thread is not None or not file_read_early(source):
         return False
     _DATA.start("gridbench-data-read", lambda: load_shared(source, seed, flat=flat))
     return True
