@@ -117,34 +117,81 @@ def test_data_parallel_training_splits_each_batch_over_the_devices(kept_environ)
         assert parallel[3] > 0.85 and abs(parallel[3] - single[3]) < 0.05
 
 
-def test_later_counts_start_the_longest_trials_first_by_their_own_times_at_the_first_count():
+def _measured_digits(walls: dict, repeats: int, extra_import=None) -> tuple[object, list[TrialRecord]]:
+    """A digits plan of `repeats` repeats, and its trials as a first count measured them: wall `walls[(units, rate)]`
+    plus 0.1 s a repeat (or `walls[(units, rate, repeat)]`), plus `extra_import(units, rate, repeat)` s of a
+    worker's start; no epochs timed."""
     from types import SimpleNamespace
 
-    from gridbench.gridsearch.trial_order import longest_first
+    plan = SimpleNamespace(spec=load_spec("digits").with_repeats(repeats), fused_groups=())
+    trials = []
+    for units, rate in dict.fromkeys(key[:2] for key in walls):
+        for repeat in range(repeats):
+            start = extra_import(units, rate, repeat) if extra_import else 0.0
+            wall = walls.get((units, rate, repeat), walls.get((units, rate), 0.0) + repeat * 0.1) + start
+            metrics = {schema.TRIAL_WALL_S: wall, schema.IMPORT_S: start}
+            trials.append(TrialRecord(f"{units}-{rate}-{repeat}", {"hidden_units": units, "learning_rate": rate},
+                                      repeat, "FINISHED", metrics, {}, 0.0, wall))  # fmt: skip
+    return plan, trials
 
-    plan = SimpleNamespace(spec=load_spec("digits").with_repeats(2), fused_groups=())
+
+def _as_tune_starts_them(order, seconds_of) -> list[float]:
+    """Each slot's busy seconds where, as in Tune, each slot as it frees takes the next point of `order`."""
+    import heapq
+
+    free = [(0.0, slot) for slot in range(order.slots)]
+    for point in order.points:
+        at, slot = heapq.heappop(free)
+        heapq.heappush(free, (at + seconds_of(point), slot))
+    return sorted(at for at, _ in free)
+
+
+def test_one_slot_starts_the_longest_trials_first_by_their_own_times_at_the_first_count():
+    from gridbench.gridsearch.trial_order import balanced
+
     walls = {(32, 0.001): 3.0, (32, 0.01): 9.0, (128, 0.001): 5.0, (128, 0.01): 1.0}
-
-    def measured(units, rate, repeat, extra_import=0.0):
-        wall = walls[(units, rate)] + repeat * 0.1 + extra_import
-        metrics = {schema.TRIAL_WALL_S: wall, schema.IMPORT_S: extra_import}
-        return TrialRecord(f"{units}-{rate}-{repeat}", {"hidden_units": units, "learning_rate": rate}, repeat,
-                           "FINISHED", metrics, {}, 0.0, wall)  # fmt: skip
-
     # The (128, 0.01) trial paid its worker's 20 s start: its own time is still the shortest. These trials time no
     # epochs, so their own time is their wall less the worker's start and the setup.
-    trials = [measured(u, r, k, 20.0 if (u, r, k) == (128, 0.01, 0) else 0.0) for (u, r) in walls for k in (0, 1)]
-    order = [(p["hidden_units"], p["learning_rate"], p["repeat"]) for p in longest_first(plan, trials)]
-    assert order == [(32, 0.01, 1), (32, 0.01, 0), (128, 0.001, 1), (128, 0.001, 0), (32, 0.001, 1),
-                     (32, 0.001, 0), (128, 0.01, 1), (128, 0.01, 0)]  # fmt: skip
+    plan, trials = _measured_digits(walls, 2, lambda u, r, k: 20.0 if (u, r, k) == (128, 0.01, 0) else 0.0)
+    order = balanced(plan, trials, 1)
+    assert [(p["hidden_units"], p["learning_rate"], p["repeat"]) for p in order.points] == [
+        (32, 0.01, 1), (32, 0.01, 0), (128, 0.001, 1), (128, 0.001, 0), (32, 0.001, 1),
+        (32, 0.001, 0), (128, 0.01, 1), (128, 0.01, 0)]  # fmt: skip
+    assert order.fullest_s == order.longest_first_s == pytest.approx(2 * (9 + 5 + 3 + 1) + 4 * 0.1)
     # A trial not measured (failed at the first count): the grid's order stays.
-    assert longest_first(plan, [replace(trials[0], status="FAILED"), *trials[1:]]) == ()
-    assert longest_first(SimpleNamespace(spec=plan.spec, fused_groups=((),)), trials) == ()
+    assert balanced(plan, [replace(trials[0], status="FAILED"), *trials[1:]], 1) is None
+    from types import SimpleNamespace
+
+    assert balanced(SimpleNamespace(spec=plan.spec, fused_groups=((),)), trials, 1) is None
     # Where epochs are timed, they and the evaluation are the trial's own time, whatever its wall held besides.
     timed = [replace(t, metrics={**t.metrics, schema.TRAIN_EPOCHS_S: 10.0 - i, schema.EVAL_S: 0.5})
              for i, t in enumerate(trials)]  # fmt: skip
-    assert [(p["hidden_units"], p["learning_rate"], p["repeat"]) for p in longest_first(plan, timed)][:2] == [
+    assert [(p["hidden_units"], p["learning_rate"], p["repeat"]) for p in balanced(plan, timed, 1).points][:2] == [
         (32, 0.001, 0), (32, 0.001, 1)]  # fmt: skip
+
+
+def test_several_slots_end_together_where_longest_first_leaves_one_slot_running_alone():
+    from gridbench.gridsearch.trial_order import balanced
+
+    # 4 configurations x 4 repeats, timed as the 300-epoch MNIST grid's 16 trials at 1 GPU on 4 H200s
+    # (around-training/h200x4-f361cd3/scale/a-on-walls.txt): longest first, the fullest of 4 slots runs 1.3 s past
+    # their mean.
+    measured_walls = [7.652, 3.817, 7.259, 4.364, 9.488, 6.033, 16.07, 10.56,
+                      6.319, 3.706, 7.21, 4.307, 9.436, 6.037, 16.1, 10.49]  # fmt: skip
+    keys = [(units, rate, repeat) for units in (32, 128) for rate in (0.001, 0.01) for repeat in range(4)]
+    plan, trials = _measured_digits(dict(zip(keys, measured_walls)), 4)
+    seconds = {(t.config["hidden_units"], t.config["learning_rate"], t.repeat): t.metrics[schema.TRIAL_WALL_S]
+               for t in trials}  # fmt: skip
+
+    def seconds_of(point):
+        return seconds[(point["hidden_units"], point["learning_rate"], point["repeat"])]
+
+    order = balanced(plan, trials, 4)
+    ends = _as_tune_starts_them(order, seconds_of)
+    mean = sum(seconds.values()) / 4
+    assert ends[-1] == pytest.approx(order.fullest_s) and order.fullest_s < order.longest_first_s - 0.5
+    assert ends[-1] - mean < 0.3 < order.longest_first_s - mean
+    assert order.planned_s > 0 and "planned in" in order.describe()
 
 
 @pytest.fixture(scope="module")
@@ -232,11 +279,12 @@ def test_scale_compiles_every_program_before_its_counts_and_every_count_loads_th
 def test_the_second_count_starts_the_first_count_s_longest_trials_first(scaled):
     from mlflow import MlflowClient
 
-    from gridbench.gridsearch.trial_order import LONGEST_FIRST
+    from gridbench.gridsearch.trial_order import BALANCED
 
     uri, report = scaled[0], scaled[1]
     first, second = (MlflowClient(uri).get_run(row["run_id"]) for row in report["rows"])
-    assert schema.TRIAL_ORDER not in first.data.tags and second.data.tags[schema.TRIAL_ORDER] == LONGEST_FIRST
+    assert schema.TRIAL_ORDER not in first.data.tags and second.data.tags[schema.TRIAL_ORDER] == BALANCED
+    assert second.data.tags[schema.TRIAL_ORDER_PLAN].startswith("4 trials on 2 slot(s)")
 
     def key(run):
         return run.data.params["hidden_units"], run.data.params["epochs"]

@@ -213,7 +213,7 @@ class ScaleResult:
     scale_id: str
     rows: tuple[ScaleRow, ...]
     labels: dict[str, str]  # device, backend, packing: what every count shared
-    trial_order: str = ""  # how the counts after the first ordered their trials; "": the grid's order
+    trial_orders: tuple[str, ...] = ()  # each later count's order, as planned (trial_order.Order); (): the grid's
 
     @property
     def train_metric(self) -> str:
@@ -233,26 +233,31 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
     points = []
     requested_at = time.time()
     warm = warm_up(plans)
-    order: tuple[dict, ...] = ()
+    first_trials: Sequence[TrialRecord] = ()
+    orders: tuple[str, ...] = ()
     for index, (count, plan) in enumerate(zip(request.counts, plans)):
+        started_at = requested_at if index == 0 else time.time()  # a later count's start holds its order's planning
         observer = observer_for(plan) if observer_for else None
         tags = {schema.SCALE_ID: scale_id, f"{schema.SCALE_PREFIX}resource": request.resource}
         tags[schema.SCALE_COUNT] = str(count)
-        if order:  # the first count measured every trial: the later ones start the longest first
-            plan = replace(plan, trial_order=order)
-            tags[schema.TRIAL_ORDER] = trial_order.LONGEST_FIRST
+        order = trial_order.balanced(plan, first_trials, plan.concurrency) if first_trials else None
+        if order:  # the first count measured every trial: the later ones share them out by those times
+            plan = replace(plan, trial_order=order.points)
+            tags[schema.TRIAL_ORDER] = trial_order.BALANCED
+            tags[schema.TRIAL_ORDER_PLAN] = order.describe()
         if warm.programs:
             tags[schema.COMPILE_WARMUP] = warm.describe()
         result = run_search(
             plan,
             observer=observer,
-            requested_at=requested_at if index == 0 else time.time(),
+            requested_at=started_at,
             extra_tags=tags,
             compile_warmup_s=warm.seconds if index == 0 else 0.0,
         )
         points.append((count, result.parent_run_id, result.summary, result.trials))
+        orders += (f"{count}: {order.describe()}",) if order else ()
         if index == 0:
-            order = trial_order.longest_first(plan, result.trials)
+            first_trials = result.trials
     spec = plans[0].spec
     first = plans[0]
     labels = {
@@ -263,5 +268,4 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
         "execution": first.execution,
     }
     rows = tuple(scale_rows(points, spec.workload.train_metric))
-    ordered = trial_order.LONGEST_FIRST if order and len(plans) > 1 else ""
-    return ScaleResult(spec, request, scale_id, rows, labels, ordered)
+    return ScaleResult(spec, request, scale_id, rows, labels, orders)

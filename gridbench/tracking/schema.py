@@ -159,6 +159,9 @@ SCALE_RUN = _tag("gridbench.scale_run", On.SEARCH, "the scale run this search be
 SCALE_ID = _tag("scale.id", (On.SEARCH, On.SUMMARY), "one scale's searches share it")
 SCALE_COUNT = _tag("scale.count", On.SEARCH, "the GPU or core count this search ran at")
 TRIAL_ORDER = _tag("trial_order", On.SEARCH, "the order Tune started the trials in, where not the grid's")
+TRIAL_ORDER_PLAN = _tag(
+    "trial_order.plan", On.SEARCH, "that order's plan: its fullest slot predicted, against longest first; planning s"
+)
 # The environment (gridbench.environment.collect), by prefix or name.
 HOST = _tag("host", BOTH, "the machine's name")
 CPU_MODEL = _tag("cpu.model", On.SEARCH, "the CPU")
