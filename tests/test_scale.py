@@ -174,8 +174,8 @@ def test_several_slots_end_together_where_longest_first_leaves_one_slot_running_
     from gridbench.gridsearch.trial_order import balanced
 
     # 4 configurations x 4 repeats, timed as the 300-epoch MNIST grid's 16 trials at 1 GPU on 4 H200s
-    # (around-training/h200x4-f361cd3/scale/a-on-walls.txt): longest first, the fullest of 4 slots runs 1.3 s past
-    # their mean.
+    # (around-training/h200x4-f361cd3/scale/a-on-walls.txt): longest first, the fullest of 4 slots runs 1.25 s past
+    # their mean; the best share, 0.03 s (by HiGHS).
     measured_walls = [7.652, 3.817, 7.259, 4.364, 9.488, 6.033, 16.07, 10.56,
                       6.319, 3.706, 7.21, 4.307, 9.436, 6.037, 16.1, 10.49]  # fmt: skip
     keys = [(units, rate, repeat) for units in (32, 128) for rate in (0.001, 0.01) for repeat in range(4)]
@@ -189,8 +189,8 @@ def test_several_slots_end_together_where_longest_first_leaves_one_slot_running_
     order = balanced(plan, trials, 4)
     ends = _as_tune_starts_them(order, seconds_of)
     mean = sum(seconds.values()) / 4
-    assert ends[-1] == pytest.approx(order.fullest_s) and order.fullest_s < order.longest_first_s - 0.5
-    assert ends[-1] - mean < 0.3 < order.longest_first_s - mean
+    assert ends[-1] == pytest.approx(order.fullest_s) and order.fullest_s < order.longest_first_s - 0.7
+    assert ends[-1] - mean < 0.6
     assert order.planned_s > 0 and "planned in" in order.describe()
 
 
