@@ -85,18 +85,22 @@ def balanced(plan: SearchPlan, measured: Sequence[TrialRecord], slots: int) -> O
     if timed is None:
         return None
     seconds = [s for _, s in timed]
-    greedy = _longest_first_shares(seconds, slots)
-    found = [_improved(greedy, seconds), _improved(_differencing_shares(seconds, slots), seconds)]
-    shares = min(found, key=lambda shares: _fullest(shares, seconds))
-    shares = [sorted(share, key=lambda i: (-seconds[i], i)) for share in shares]  # each slot's longest first
-    order = _handing_order(shares, seconds)
+    shares = share_out(seconds, slots)
     return Order(
-        points=tuple(timed[i][0] for i in order),
+        points=tuple(timed[i][0] for i in _handing_order(shares, seconds)),
         slots=slots,
-        fullest_s=_fullest(shares, seconds),
-        longest_first_s=_fullest(greedy, seconds),
+        fullest_s=fullest(shares, seconds),
+        longest_first_s=fullest(longest_first_shares(seconds, slots), seconds),
         planned_s=time.perf_counter() - started,
     )
+
+
+def share_out(seconds: Sequence[float], slots: int) -> list[list[int]]:
+    """Each slot's trials (indices into `seconds`), longest first: the better share of two heuristics, each improved
+    by moves and swaps out of its fullest slot."""
+    found = [longest_first_shares(seconds, slots), _differencing_shares(seconds, slots)]
+    shares = min((_improved(share, seconds) for share in found), key=lambda share: fullest(share, seconds))
+    return [sorted(share, key=lambda i: (-seconds[i], i)) for share in shares]
 
 
 def _point_seconds(plan: SearchPlan, measured: Sequence[TrialRecord]) -> list[tuple[dict, float]] | None:
@@ -114,7 +118,7 @@ def _point_seconds(plan: SearchPlan, measured: Sequence[TrialRecord]) -> list[tu
     return [(point, times[key] + around) for point, key in zip(ordered, keys)]
 
 
-def _longest_first_shares(seconds: Sequence[float], slots: int) -> list[list[int]]:
+def longest_first_shares(seconds: Sequence[float], slots: int) -> list[list[int]]:
     """Each slot's trials (indices) where every slot, as it frees, takes the longest trial left."""
     shares: list[list[int]] = [[] for _ in range(slots)]
     free = [(0.0, slot) for slot in range(slots)]
@@ -188,5 +192,6 @@ def _handing_order(shares: Sequence[Sequence[int]], seconds: Sequence[float]) ->
     return order
 
 
-def _fullest(shares: Sequence[Sequence[int]], seconds: Sequence[float]) -> float:
+def fullest(shares: Sequence[Sequence[int]], seconds: Sequence[float]) -> float:
+    """The fullest slot's seconds."""
     return max(sum(seconds[i] for i in share) for share in shares)
