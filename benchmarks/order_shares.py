@@ -27,7 +27,7 @@ FIRST_WALL = re.compile(r"^.+ #\d+: (?P<wall>[\d.]+)", re.M)
 
 
 def highs_shares(seconds: list[float], slots: int) -> list[list[int]]:
-    """The share whose fullest slot is shortest, as HiGHS finds it in 10 s at most."""
+    """The share whose fullest slot is shortest, as HiGHS finds it in 10 s at most (its best so far at the limit)."""
     count, width = len(seconds), len(seconds) * slots + 1  # x[i * slots + j]: trial i on slot j; last: the fullest
     once, fill = np.zeros((count, width)), np.zeros((slots, width))
     for i, s in enumerate(seconds):
@@ -45,11 +45,14 @@ def highs_shares(seconds: list[float], slots: int) -> list[list[int]]:
         bounds=Bounds(np.zeros(width), upper),
         options={"time_limit": 10.0},
     )
+    if result.x is None:
+        raise SystemExit(f"HiGHS found no share of {len(seconds)} trials on {slots} slots: {result.message}")
     chosen = result.x[:-1].reshape(count, slots).argmax(axis=1)
     return [[i for i in range(count) if chosen[i] == j] for j in range(slots)]
 
 
-def timed(share, seconds, slots) -> tuple[float, float]:
+def timed(share, seconds: list[float], slots: int) -> tuple[float, float]:
+    """`share(seconds, slots)`'s fullest slot, and the seconds it took to find it."""
     started = time.perf_counter()
     found = share(seconds, slots)
     return fullest(found, seconds), time.perf_counter() - started

@@ -147,6 +147,8 @@ def _as_tune_starts_them(order, seconds_of) -> list[float]:
 
 
 def test_one_slot_starts_the_longest_trials_first_by_their_own_times_at_the_first_count():
+    from types import SimpleNamespace
+
     from gridbench.gridsearch.trial_order import balanced
 
     walls = {(32, 0.001): 3.0, (32, 0.01): 9.0, (128, 0.001): 5.0, (128, 0.01): 1.0}
@@ -160,8 +162,6 @@ def test_one_slot_starts_the_longest_trials_first_by_their_own_times_at_the_firs
     assert order.fullest_s == order.longest_first_s == pytest.approx(2 * (9 + 5 + 3 + 1) + 4 * 0.1)
     # A trial not measured (failed at the first count): the grid's order stays.
     assert balanced(plan, [replace(trials[0], status="FAILED"), *trials[1:]], 1) is None
-    from types import SimpleNamespace
-
     assert balanced(SimpleNamespace(spec=plan.spec, fused_groups=((),)), trials, 1) is None
     # Where epochs are timed, they and the evaluation are the trial's own time, whatever its wall held besides.
     timed = [replace(t, metrics={**t.metrics, schema.TRAIN_EPOCHS_S: 10.0 - i, schema.EVAL_S: 0.5})
@@ -180,6 +180,8 @@ def test_several_slots_end_together_where_longest_first_leaves_one_slot_running_
                       6.319, 3.706, 7.21, 4.307, 9.436, 6.037, 16.1, 10.49]  # fmt: skip
     keys = [(units, rate, repeat) for units in (32, 128) for rate in (0.001, 0.01) for repeat in range(4)]
     plan, trials = _measured_digits(dict(zip(keys, measured_walls)), 4)
+    # Each wall held 0.5 s of setup besides the trial's own time: a trial takes it in any slot, so the plan counts it.
+    trials = [replace(t, metrics={**t.metrics, schema.SETUP_S: 0.5}) for t in trials]
     seconds = {(t.config["hidden_units"], t.config["learning_rate"], t.repeat): t.metrics[schema.TRIAL_WALL_S]
                for t in trials}  # fmt: skip
 
@@ -192,6 +194,20 @@ def test_several_slots_end_together_where_longest_first_leaves_one_slot_running_
     assert ends[-1] == pytest.approx(order.fullest_s) and order.fullest_s < order.longest_first_s - 0.7
     assert ends[-1] - mean < 0.6
     assert order.planned_s > 0 and "planned in" in order.describe()
+
+
+def test_a_share_is_improved_by_moves_and_swaps_out_of_its_fullest_slot():
+    from gridbench.gridsearch.trial_order import fullest, longest_first_shares, share_out
+
+    # Longest first and the largest differencing method both leave 10 s on one slot; swapping the 4 there for a 3
+    # leaves 9 s on each.
+    seconds = [5.0, 4.0, 3.0, 3.0, 3.0]
+    assert fullest(longest_first_shares(seconds, 2), seconds) == 10.0
+    shares = share_out(seconds, 2)
+    assert fullest(shares, seconds) == 9.0 and sorted(i for share in shares for i in share) == [0, 1, 2, 3, 4]
+    assert share_out([], 3) == [[], [], []]
+    with pytest.raises(ValueError, match="at least 1"):
+        share_out(seconds, 0)
 
 
 @pytest.fixture(scope="module")

@@ -76,12 +76,12 @@ def notes(result: ScaleResult) -> list[str]:
 
 def _order_note(result: ScaleResult, base: int) -> list[str]:
     """How the counts after the first ordered their trials, where they did not keep the grid's order."""
-    if not result.trial_orders:
+    if not result.order_plans:
         return []
     note = (
         f"after the {base} count, each count shares its trials out over its slots by their epochs and evaluation at "
         f"the {base} count, so that the slots end together, and starts them as each slot frees "
-        f"({'; '.join(result.trial_orders)})"
+        f"({'; '.join(result.order_plans)})"
     )
     if result.rows and result.rows[0].concurrency > 1:
         note += (

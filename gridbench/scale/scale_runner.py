@@ -213,7 +213,7 @@ class ScaleResult:
     scale_id: str
     rows: tuple[ScaleRow, ...]
     labels: dict[str, str]  # device, backend, packing: what every count shared
-    trial_orders: tuple[str, ...] = ()  # each later count's order, as planned (trial_order.Order); (): the grid's
+    order_plans: tuple[str, ...] = ()  # each later count's order, as planned (trial_order.Order); (): the grid's
 
     @property
     def train_metric(self) -> str:
@@ -234,7 +234,7 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
     requested_at = time.time()
     warm = warm_up(plans)
     first_trials: Sequence[TrialRecord] = ()
-    orders: tuple[str, ...] = ()
+    order_plans: tuple[str, ...] = ()
     for index, (count, plan) in enumerate(zip(request.counts, plans)):
         started_at = requested_at if index == 0 else time.time()  # a later count's start holds its order's planning
         observer = observer_for(plan) if observer_for else None
@@ -255,7 +255,7 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
             compile_warmup_s=warm.seconds if index == 0 else 0.0,
         )
         points.append((count, result.parent_run_id, result.summary, result.trials))
-        orders += (f"{count}: {order.describe()}",) if order else ()
+        order_plans += (f"{count}: {order.describe()}",) if order else ()
         if index == 0:
             first_trials = result.trials
     spec = plans[0].spec
@@ -268,4 +268,4 @@ def run_scale(plans: Sequence[SearchPlan], request: ScaleRequest, observer_for=N
         "execution": first.execution,
     }
     rows = tuple(scale_rows(points, spec.workload.train_metric))
-    return ScaleResult(spec, request, scale_id, rows, labels, orders)
+    return ScaleResult(spec, request, scale_id, rows, labels, order_plans)
