@@ -10,7 +10,7 @@ share as it frees (longest first within each slot). The share is the better of t
 heuristics, each improved by moving or swapping trials out of the fullest slot: longest first
 over all slots (each slot takes the longest trial left: the rule until 2026-11-28) and the
 largest differencing method. On the 300-epoch MNIST grid at 4 GPUs, longest first left the
-fullest slot 1.3 s past what a MILP solver (HiGHS, through SciPy) found; the solver ran
+fullest slot 1.2 s past what a MILP solver (HiGHS, through SciPy) found; the solver ran
 1.4 s in the command, the heuristics run in a millisecond and came within 0.5 s of it
 (docs/results/around-training.md, "twelfth"). Where the first count runs one trial at a time,
 its makespan does not depend on the order; where it runs several (packed trials, `--cpus
