@@ -20,9 +20,10 @@ Placements: one process on GPU 0, one on the last GPU, one process on each of `-
 processes on GPU 0 at once. `--hold-nvml` keeps NVML open in this process meanwhile, as gridbench's driver does.
 Prints one `START {json}` line per process and a table of medians.
 
-On 2 H200s (docs/results/around-training.md, "thirteenth") the driver's parts grew with two at once, cuInit and the
-context 0.44-0.69 s together in each process against 0.23-0.36 s alone, and the two processes ended together:
-each waited for the other's. The libraries (about 0.1 s) and XLA's client (under 0.1 s) did not grow.
+On 2 and 4 H200s (docs/results/around-training.md, "thirteenth") only the driver's parts grew with several at once:
+cuInit and the context took 0.44-0.69 s together in each of two processes (0.23-0.36 s alone), 1.614-1.671 s in each
+of four (0.288-0.411 s alone), and the processes ended together: each waited for every other's. The libraries
+(about 0.1 s) and XLA's client (about 0.1 s) did not grow.
 """
 
 from __future__ import annotations
