@@ -4,13 +4,19 @@ worker's GPU (issue "Everything around the training").
     python benchmarks/device_start_parts.py [--rounds 3] [--gpus 4] [--hold-nvml]    # on a GPU machine with JAX
 
 benchmarks/device_start.py found a fresh process's backend start at 0.498 s alone and 1.499 s with 4 at once on
-4 H200s. This splits that start into its parts, each timed in the process, in the order JAX's CUDA plugin runs them:
-- `libs_s`: the plugin's NVIDIA libraries and its own (jax_plugins.xla_cuda13: cuBLAS, cuDNN, NCCL... and the
-  400 MB xla_cuda_plugin.so) loaded. No GPU is touched: this part can run before the GPU is named.
+4 H200s. This splits that start into parts, each timed in the process:
+- `libs_s`: the plugin's NVIDIA libraries and its own (jax_plugins.xla_cuda13: cuBLAS, cuDNN, NCCL... and
+  xla_cuda_plugin.so, 411 MB in the 0.11.2 wheel) loaded. No GPU is touched: this part can run before the GPU is
+  named.
 - `cuinit_s`: the CUDA driver initialised (cuInit), with the GPU named (CUDA_VISIBLE_DEVICES).
 - `context_s`: the GPU's primary context made (cuDevicePrimaryCtxRetain), which XLA's client then takes.
 - `client_s`: what is left of `jax.devices()`: the plugin's version checks and XLA's client.
 - then `first_op_s` and an MNIST-sized `transfer_s`, as a trial's first steps.
+The plugin itself loads its libraries, then checks versions (which calls cuInit), then loads xla_cuda_plugin.so and
+makes its client and context; here the .so loads with the libraries and the checks fall in `client_s`. So the parts'
+sum is not `jax.devices()`'s time: they differed by up to 0.2 s on 2 and 4 H200s.
+Each process also reports when its timed part began and ended (`began_at`, `ended_at`: Unix time) and the PCI bus
+of the GPU it got (`bus`). One untimed process starts GPU 0 first, so that no round pays the call's first start.
 
 Each process is fresh and imports JAX before its round starts. The GPU is named as Ray names it: by setting
 CUDA_VISIBLE_DEVICES in the process's environment after its start (Ray does so as it hands the worker its trial),
@@ -20,10 +26,10 @@ Placements: one process on GPU 0, one on the last GPU, one process on each of `-
 processes on GPU 0 at once. `--hold-nvml` keeps NVML open in this process meanwhile, as gridbench's driver does.
 Prints one `START {json}` line per process and a table of medians.
 
-On 2 and 4 H200s (docs/results/around-training.md, "thirteenth") only the driver's parts grew with several at once:
-cuInit and the context took 0.44-0.69 s together in each of two processes (0.23-0.36 s alone), 1.614-1.671 s in each
-of four (0.288-0.411 s alone), and the processes ended together: each waited for every other's. The libraries
-(about 0.1 s) and XLA's client (about 0.1 s) did not grow.
+On 2 and 4 H200s, one process per GPU (docs/results/around-training.md, "thirteenth"), only the driver's parts grew
+with several at once: cuInit and the context took 0.44-0.71 s together in each of two processes (0.23-0.39 s alone),
+1.614-1.671 s in each of four (0.288-0.411 s alone). The libraries (about 0.1 s) and XLA's client (about 0.1 s) did
+not grow.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ if mode == "libs-ahead":
 print("READY", flush=True)
 sys.stdin.readline()
 os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # as Ray names the worker's GPU, after its start
-t = time.perf_counter()
+found["began_at"], t = time.time(), time.perf_counter()
 if mode == "split":
     load_libraries()
     lap("libs_s")
@@ -74,6 +80,11 @@ if mode != "jax":
     lap("context_s")
 device = jax.devices()[0]
 lap("client_s")
+found["ended_at"] = time.time()
+bus = ctypes.create_string_buffer(32)
+ctypes.CDLL("libcuda.so.1").cuDeviceGetPCIBusId(bus, 32, 0)  # the GPU this process got (cuInit has run)
+found["bus"] = bus.value.decode()
+t = time.perf_counter()  # the lookup is not the first operation's
 jax.device_put(np.ones(4, np.float32), device).block_until_ready()
 lap("first_op_s")
 jax.device_put(np.zeros((60000, 784), np.float32), device).block_until_ready()
@@ -118,6 +129,13 @@ def one_round(mode: str, placement: str, gpus: list[str]) -> list[dict]:
     for result in found:
         result["placement"] = placement
         print("START " + json.dumps(result), flush=True)
+    if len(found) > 1:  # how far apart the round's processes began and ended their timed part (Unix time)
+        began, ended = [r["began_at"] for r in found], [r["ended_at"] for r in found]
+        print(
+            f"ROUND {placement}, {mode}: began within {max(began) - min(began):.3f} s, "
+            f"ended within {max(ended) - min(ended):.3f} s; buses {sorted(r['bus'] for r in found)}",
+            flush=True,
+        )
     return found
 
 
@@ -139,6 +157,7 @@ def main() -> None:
     if args.hold_nvml:
         hold_nvml()
     modes = args.modes.split(",")
+    one_round("jax", "warm-up, not counted", ["0"])  # the call's first start is slower (1.7-2.2 s on H200s)
     results: list[dict] = []
     for _ in range(args.rounds):
         for placement, gpus in placements(args.gpus).items():
