@@ -73,22 +73,20 @@ MODES = ("cold", "cuinit-ahead", "backend-ahead")
 PARTS = ("ahead_s", "backend_s", "first_op_s", "transfer_s", "device_s", "program_s", "second_transfer_s")
 
 
-def one_round(mode: str, gpus: int) -> list[dict]:
-    """`gpus` fresh processes, GPU i each; all ready (ahead part done), then all timed at once."""
-    children = []
-    for gpu in range(gpus):
-        env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9"}
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        if mode == "cold":
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-        else:
-            env.pop("CUDA_VISIBLE_DEVICES", None)
-        argv = [sys.executable, "-c", CHILD, mode, str(gpu)]
-        children.append(subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+def start_together(commands: list[tuple[list[str], dict[str, str]]], what: str) -> list[dict]:
+    """A fresh process per (argv, env), each printing READY once its untimed part is done; once all are ready, all
+    are told to go (one line on stdin each). What they printed on their `START {json}` lines, parsed.
+
+    benchmarks/device_start_parts.py starts its processes this way too.
+    """
+    children = [
+        subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for argv, env in commands
+    ]
     for child in children:
         line = child.stdout.readline()
         if line.strip() != "READY":
-            raise SystemExit(f"{mode}: a process did not get ready: {line!r}")
+            raise SystemExit(f"{what}: a process did not get ready: {line!r}")
     for child in children:
         child.stdin.write("go\n")
         child.stdin.flush()
@@ -96,6 +94,21 @@ def one_round(mode: str, gpus: int) -> list[dict]:
     for child in children:
         out, _ = child.communicate(timeout=300)
         found += [json.loads(line[6:]) for line in out.splitlines() if line.startswith("START ")]
+    return found
+
+
+def one_round(mode: str, gpus: int) -> list[dict]:
+    """`gpus` fresh processes, GPU i each; all ready (ahead part done), then all timed at once."""
+    commands = []
+    for gpu in range(gpus):
+        env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9"}
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if mode == "cold":
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        else:
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+        commands.append(([sys.executable, "-c", CHILD, mode, str(gpu)], env))
+    found = start_together(commands, mode)
     for result in found:
         result["at_once"] = gpus
         print("START " + json.dumps(result), flush=True)

@@ -28,7 +28,7 @@ Prints one `START {json}` line per process and a table of medians.
 
 On 2 and 4 H200s, one process per GPU (docs/results/around-training.md, "thirteenth"), only the driver's parts grew
 with several at once: cuInit and the context took 0.44-0.71 s together in each of two processes (0.23-0.39 s alone),
-1.614-1.671 s in each of four (0.288-0.411 s alone). The libraries (about 0.1 s) and XLA's client (about 0.1 s) did
+1.590-1.671 s in each of four on two 4-H200 leases (0.288-0.411 s alone). The libraries (about 0.1 s) and XLA's client (about 0.1 s) did
 not grow.
 """
 
@@ -38,8 +38,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
+
+from device_start import start_together  # beside this script: python benchmarks/device_start_parts.py
 
 CHILD = r"""
 import ctypes, json, os, sys, time
@@ -111,21 +112,7 @@ def one_round(mode: str, placement: str, gpus: list[str]) -> list[dict]:
     env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.2"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    argv = [sys.executable, "-c", CHILD, mode]
-    children = [
-        subprocess.Popen([*argv, gpu], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for gpu in gpus
-    ]
-    for child in children:
-        if child.stdout.readline().strip() != "READY":
-            raise SystemExit(f"{mode}, {placement}: a process did not get ready")
-    for child in children:
-        child.stdin.write("go\n")
-        child.stdin.flush()
-    found = []
-    for child in children:
-        out, _ = child.communicate(timeout=300)
-        found += [json.loads(line[6:]) for line in out.splitlines() if line.startswith("START ")]
+    found = start_together([([sys.executable, "-c", CHILD, mode, gpu], env) for gpu in gpus], f"{mode}, {placement}")
     for result in found:
         result["placement"] = placement
         print("START " + json.dumps(result), flush=True)
