@@ -22,8 +22,9 @@ Each process is fresh and imports JAX before its round starts. The GPU is named 
 CUDA_VISIBLE_DEVICES in the process's environment after its start (Ray does so as it hands the worker its trial),
 here once every process of the round is ready. Modes: `jax` times `jax.devices()` whole (gridbench today);
 `split` times the parts above; `libs-ahead` loads the libraries before the GPU is named, then times the rest.
-Placements: one process on GPU 0, one on the last GPU, one process on each of `--gpus` GPUs at once, and `--gpus`
-processes on GPU 0 at once. `--hold-nvml` keeps NVML open in this process meanwhile, as gridbench's driver does.
+Placements: one process on GPU 0, one on the last GPU, one process on each of `--gpus` GPUs at once, `--gpus`
+processes on GPU 0 at once, and with `--per-gpu K` also K processes on each GPU at once (as packed trials start).
+`--hold-nvml` keeps NVML open in this process meanwhile, as gridbench's driver does.
 Prints one `START {json}` line per process and a table of medians.
 
 On 2 and 4 H200s, one process per GPU (docs/results/around-training.md, "thirteenth"), only the driver's parts grew
@@ -98,13 +99,18 @@ MODES = ("jax", "split", "libs-ahead")
 PARTS = ("ahead_s", "libs_s", "cuinit_s", "context_s", "client_s", "start_s", "first_op_s", "transfer_s")
 
 
-def placements(gpus: int) -> dict[str, list[str]]:
-    return {
+def placements(gpus: int, per_gpu: int = 1) -> dict[str, list[str]]:
+    """Each placement's processes, by the GPU each names. With `per_gpu` > 1, also that many on each GPU at once, as
+    packed trials start (--gpus-per-trial 1/per_gpu)."""
+    found = {
         "gpu 0 alone": ["0"],
         f"gpu {gpus - 1} alone": [str(gpus - 1)],
         f"{gpus} gpus at once": [str(gpu) for gpu in range(gpus)],
         f"{gpus} on gpu 0 at once": ["0"] * gpus,
     }
+    if per_gpu > 1:
+        found[f"{per_gpu} on each of {gpus} gpus"] = [str(gpu) for gpu in range(gpus) for _ in range(per_gpu)]
+    return found
 
 
 def one_round(mode: str, placement: str, gpus: list[str]) -> list[dict]:
@@ -140,6 +146,7 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=4)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--hold-nvml", action="store_true", help="keep NVML open in this process meanwhile")
+    parser.add_argument("--per-gpu", type=int, default=1, help="also this many processes on each GPU at once")
     args = parser.parse_args()
     if args.hold_nvml:
         hold_nvml()
@@ -147,16 +154,16 @@ def main() -> None:
     one_round("jax", "warm-up, not counted", ["0"])  # the call's first start is slower (1.7-2.2 s on H200s)
     results: list[dict] = []
     for _ in range(args.rounds):
-        for placement, gpus in placements(args.gpus).items():
+        for placement, gpus in placements(args.gpus, args.per_gpu).items():
             for mode in modes:
                 results += one_round(mode, placement, gpus)
     print(f"\nmedians (s), NVML held: {args.hold_nvml}; ahead_s before the GPU was named, the rest after")
-    print(f"{'placement':<18} {'mode':<11} {'n':>3} " + " ".join(f"{p:>10}" for p in PARTS))
-    for placement in placements(args.gpus):
+    print(f"{'placement':<20} {'mode':<11} {'n':>3} " + " ".join(f"{p:>10}" for p in PARTS))
+    for placement in placements(args.gpus, args.per_gpu):
         for mode in modes:
             rows = [r for r in results if r["mode"] == mode and r["placement"] == placement]
             cells = " ".join(f"{statistics.median(r.get(p, 0.0) for r in rows):>10.3f}" for p in PARTS)
-            print(f"{placement:<18} {mode:<11} {len(rows):>3} {cells}")
+            print(f"{placement:<20} {mode:<11} {len(rows):>3} {cells}")
 
 
 if __name__ == "__main__":
