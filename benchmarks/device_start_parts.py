@@ -29,8 +29,8 @@ Prints one `START {json}` line per process and a table of medians.
 
 On 2 and 4 H200s, one process per GPU (docs/results/around-training.md, "thirteenth"), only the driver's parts grew
 with several at once: cuInit and the context took 0.44-0.71 s together in each of two processes (0.23-0.39 s alone),
-1.590-1.671 s in each of four on two 4-H200 leases (0.288-0.411 s alone). The libraries (about 0.1 s) and XLA's client (about 0.1 s) did
-not grow.
+1.590-1.671 s in each of four on two 4-H200 leases (0.288-0.411 s alone). The libraries (about 0.1 s) and XLA's
+client (about 0.1 s) did not grow. Sixteen at once, four on each of 4 GPUs (`--per-gpu 4`), took 4.542-4.962 s each.
 """
 
 from __future__ import annotations
