@@ -8,7 +8,8 @@ benchmarks/device_start.py found a fresh process's backend start at 0.498 s alon
 - `libs_s`: the plugin's NVIDIA libraries and its own (jax_plugins.xla_cuda13: cuBLAS, cuDNN, NCCL... and
   xla_cuda_plugin.so, 411 MB in the 0.11.2 wheel) loaded. No GPU is touched: this part can run before the GPU is
   named.
-- `cuinit_s`: the CUDA driver initialised (cuInit), with the GPU named (CUDA_VISIBLE_DEVICES).
+- `cuinit_s`: the CUDA driver's library loaded where nothing had loaded it yet (as the plugin's first call loads it)
+  and the driver initialised (cuInit), with the GPU named (CUDA_VISIBLE_DEVICES).
 - `context_s`: the GPU's primary context made (cuDevicePrimaryCtxRetain), which XLA's client then takes.
 - `client_s`: what is left of `jax.devices()`: the plugin's version checks and XLA's client.
 - then `first_op_s` and an MNIST-sized `transfer_s`, as a trial's first steps.
