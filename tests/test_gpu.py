@@ -101,6 +101,27 @@ def test_a_gpu_search_needs_no_backend_named(store, experiment):
     assert all(c.info.status == "FINISHED" for c in children)
 
 
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_with_workers_ahead_each_gpu_has_its_node_and_every_worker_starts_its_gpu_in_its_hook(store, gpus):
+    """On a machine of several GPUs (gridbench.gridsearch.gpu_nodes): each worker of `gpus` nodes sees its node's GPU
+    only, so every worker's hook starts it, and no trial does."""
+    needs("jax")
+    from gridbench.environment import visible_gpu_count
+
+    if visible_gpu_count() < max(gpus, 2):
+        pytest.skip(f"needs {max(gpus, 2)} visible GPUs: one node per GPU matters where a worker sees several")
+    _, (parent,), children = search(
+        store, "--device", "gpu", "--backend", "jax", "--gpus", str(gpus), "--prestart-workers"
+    )
+    assert parent.data.tags["ray.nodes"] == str(gpus) and parent.data.metrics["workers_prestarted"] == gpus
+    firsts = [c for c in children if "worker.device_start_ahead_s" in c.data.metrics]
+    assert len(firsts) == gpus  # every worker's first trial reports the start its hook made
+    assert len({c.data.tags["gpu.assigned"] for c in firsts}) == gpus
+    for child in children:
+        assert child.info.status == "FINISHED" and child.data.tags["jax.platform"] == "gpu"
+        assert "device_start_s" not in child.data.metrics  # no trial started the device itself
+
+
 def test_a_worker_started_ahead_that_sees_one_gpu_starts_it_in_its_hook(store):
     """With --prestart-workers, the one GPU a worker sees is its trials': the worker starts it in Ray's setup hook."""
     needs("jax")

@@ -57,8 +57,12 @@ def system_config(start: str) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def lean_start() -> Iterator[str]:
-    """While ray.init starts a local Ray (dashboard off), it starts lean where it can; yields LEAN or RAY."""
+def lean_start(raylet_env: dict[str, str] | None = None) -> Iterator[str]:
+    """While ray.init starts a local Ray (dashboard off), it starts lean where it can; yields LEAN or RAY.
+
+    `raylet_env`: variables for the raylets started meanwhile (their workers inherit them), beneath a node's own
+    (gridbench.gridsearch.gpu_nodes); only where it starts lean.
+    """
     choice = os.environ.get(CHOICE_ENV, LEAN)
     if choice not in (LEAN, RAY):
         raise UserError(f"{CHOICE_ENV}={choice!r}: say {LEAN} (the default) or {RAY}, or leave it unset")
@@ -69,9 +73,10 @@ def lean_start() -> Iterator[str]:
     params, node, services, state = hooks
     original_params, original_api_server, original_get_node = params.__init__, node.start_api_server, services.get_node
 
-    def params_init(self, *args, setup_worker_path=None, no_monitor=False, **kwargs):  # no_monitor: always True
+    def params_init(self, *args, setup_worker_path=None, no_monitor=False, env_vars=None, **kwargs):  # no_monitor: True
         setup_worker_path = setup_worker_path or ray_worker_setup.__file__
-        original_params(self, *args, setup_worker_path=setup_worker_path, no_monitor=True, **kwargs)
+        env_vars = {**(raylet_env or {}), **(env_vars or {})} or None
+        original_params(self, *args, setup_worker_path=setup_worker_path, no_monitor=True, env_vars=env_vars, **kwargs)
 
     def no_api_server(self, *, include_dashboard, raise_on_failure):
         if include_dashboard:  # asked for: Ray's own
@@ -124,7 +129,7 @@ def _hooks():
     except ImportError:
         return None
     api_server = getattr(Node, "start_api_server", None)
-    if api_server is None or not {"setup_worker_path", "no_monitor"} <= set(
+    if api_server is None or not {"setup_worker_path", "no_monitor", "env_vars"} <= set(
         inspect.signature(RayParams.__init__).parameters
     ):
         return None

@@ -27,14 +27,14 @@ MAX_RETRIES = 100
 def plan_search(
     spec: ExperimentSpec,
     options: SearchOptions,
-    while_probing: Callable[[SearchOptions, int, int, dict | None], None] | None = None,
+    while_probing: Callable[[SearchOptions, int, int, dict | None, tuple[int, float]], None] | None = None,
     when_planned: Callable[[SearchPlan], None] | None = None,
 ) -> SearchPlan:
     """Checks the request against this machine, the data and the store; raises UserError.
 
     The checks that need no backend come first (the data and the store among them),
     then the backend: asking backends whether they see a GPU takes seconds, and
-    `while_probing(options, cpus, gpus, runtime_env)` runs meanwhile (the search starts Ray then,
+    `while_probing(options, cpus, gpus, runtime_env, trial_share)` runs meanwhile (the search starts Ray then,
     gridbench.gridsearch.ray_session.RaySession.start). Only the checks that depend on the backend come after;
     `when_planned(plan)` is then called with the finished plan, still beside Ray's start (the
     search starts compiling its programs and opening its store then, RaySession.planned).
@@ -64,7 +64,12 @@ def plan_search(
     options, cache_state = _usable_cache(options)
     if workload.framework == "keras":
         _refuse_before_ray(spec, bool(groups), options)
-    meanwhile = (lambda: while_probing(options, cores, gpus, user_check.runtime_env(spec))) if while_probing else None
+    trial_share = (cpus, gpus_per_trial)  # what a trial takes, for a local Ray's nodes (gridbench.gridsearch.gpu_nodes)
+    meanwhile = (
+        (lambda: while_probing(options, cores, gpus, user_check.runtime_env(spec), trial_share))
+        if while_probing
+        else None
+    )
 
     def complete(choice: backends.BackendChoice) -> SearchPlan:
         """The checks that depend on the backend, then the plan (in the probe's thread, while Ray starts)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from gridbench.gridsearch import tuning
 from gridbench.trial import prestart as worker_side
@@ -61,12 +61,14 @@ def actor_serialized_env(job_serialized: str, actor_env: Mapping[str, Any]) -> s
     return json.dumps(merged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def prestart_workers(count: int, keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S) -> None:
-    """Asks the local raylet to start `count` idle workers that Tune's trial actors will take.
+def prestart_workers(
+    count: int, raylets: Sequence[tuple[str, int]] = (), keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S
+) -> None:
+    """Asks the local raylet, and each of `raylets` (address, port), to start `count` idle workers that Tune's trial
+    actors will take.
 
-    The request is answered at once; the workers start, register and run the job's
-    worker_process_setup_hook while the driver goes on. A local Ray only: on a cluster
-    each node's raylet would have to be asked.
+    Each request is answered at once; the workers start, register and run the job's worker_process_setup_hook
+    while the driver goes on. A local Ray only: its head, and the nodes it started (gridbench.gridsearch.gpu_nodes).
     """
     import ray
     from ray._private.grpc_utils import init_grpc_channel  # Ray's own: its channel with the cluster's token
@@ -85,8 +87,9 @@ def prestart_workers(count: int, keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S) ->
     )
     request.runtime_env_info.uris.CopyFrom(job_env.uris)  # the job's uploaded modules, as the merge keeps them
     node = worker.node
-    with init_grpc_channel(f"{node.node_ip_address}:{node.node_manager_port}") as channel:
-        node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
+    for address, port in [(node.node_ip_address, node.node_manager_port), *raylets]:
+        with init_grpc_channel(f"{address}:{port}") as channel:
+            node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
 
 
 def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from gridbench.errors import UserError, stderr_into
-from gridbench.gridsearch import lifecycle, local_ray, placement, precompile, prestart, user_check
+from gridbench.gridsearch import gpu_nodes, lifecycle, local_ray, placement, precompile, prestart, user_check
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan, prestarts_workers
 from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
@@ -36,9 +36,17 @@ if TYPE_CHECKING:
 
 
 def _start_ray(
-    address: str | None, cpus: int, gpus: int, ray_dir: str | None = None, runtime_env: dict | None = None
-) -> str:
-    """Starts (or joins) Ray; returns how: local_ray.LEAN or local_ray.RAY."""
+    address: str | None,
+    cpus: int,
+    gpus: int,
+    ray_dir: str | None = None,
+    runtime_env: dict | None = None,
+    nodes: gpu_nodes.GpuNodes | None = None,
+) -> tuple[str, list]:
+    """Starts (or joins) Ray; returns how (local_ray.LEAN or local_ray.RAY) and the nodes started after the head.
+
+    With `nodes`, a local Ray that starts lean gets one node per GPU (gridbench.gridsearch.gpu_nodes).
+    """
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
@@ -52,15 +60,16 @@ def _start_ray(
             except (ConnectionError, RuntimeError, ValueError) as err:
                 held.seek(0)
                 raise UserError(cannot_join(address, err, held.read().decode(errors="replace"))) from None
-        return local_ray.RAY
-    with local_ray.lean_start() as start:
+        return local_ray.RAY, []
+    with local_ray.lean_start(nodes.head_env if nodes else None) as start:
+        nodes = nodes if start == local_ray.LEAN else None  # the nodes' workers start as the head's do, or none
         ray.init(
             # A user's model and loader modules, uploaded so that every worker imports them.
             runtime_env=runtime_env,
             # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
             address="local",
-            num_cpus=cpus,  # --cpus N: Ray hands out N cores
-            num_gpus=gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
+            num_cpus=nodes.cpus[0] if nodes else cpus,  # --cpus N: Ray hands out N cores, over its nodes
+            num_gpus=1 if nodes else gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
             include_dashboard=False,
             _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
             # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
@@ -69,7 +78,7 @@ def _start_ray(
             _system_config={"prestart_worker_first_driver": False, **local_ray.system_config(start)},
             **quiet,
         )
-    return start
+        return start, gpu_nodes.add_nodes(nodes) if nodes else []
 
 
 def cannot_join(address: str, err: BaseException, ray_output: str) -> str:
@@ -104,6 +113,7 @@ class RaySession:
     def __init__(self, open_store_early: bool = False) -> None:
         self.ray_start_s: float | None = None
         self.ray_start = local_ray.RAY  # how this search's Ray was started (gridbench.gridsearch.local_ray)
+        self.gpu_nodes: list = []  # Ray's nodes after the head, one per GPU (gridbench.gridsearch.gpu_nodes)
         self.signals: lifecycle.StopSignals | None = None
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
@@ -159,8 +169,10 @@ class RaySession:
         try:
             self.imports_done()  # prestart imports from ray.tune
             prestart.write_plan(plan, self._plan_file())
-            prestart.prestart_workers(plan.concurrency)
-            self.workers_prestarted = plan.concurrency
+            nodes = 1 + len(self.gpu_nodes)  # one per GPU (gridbench.gridsearch.gpu_nodes), each asked its share
+            per_node = -(-plan.concurrency // nodes)
+            prestart.prestart_workers(per_node, gpu_nodes.raylet_addresses(self.gpu_nodes))
+            self.workers_prestarted = per_node * nodes
         except Exception as err:  # noqa: BLE001 - Ray's internal RPC changed, say: each worker starts with its trial
             self.prestart_failure = f"{type(err).__name__}: {err}".splitlines()[0][:200]
             print(
@@ -230,7 +242,16 @@ class RaySession:
         if self.precompiler is not None and plan.options.device == "cpu":
             self.precompiler.wait()
 
-    def start(self, options: SearchOptions, cpus: int, gpus: int, runtime_env: dict | None = None) -> None:
+    def start(
+        self,
+        options: SearchOptions,
+        cpus: int,
+        gpus: int,
+        runtime_env: dict | None = None,
+        trial_share: tuple[int, float] | None = None,
+    ) -> None:
+        """Starts a local Ray, or joins a cluster. `trial_share`, a trial's CPUs and GPUs: with --prestart-workers on
+        a local Ray, one node per GPU where the cores allow it (gridbench.gridsearch.gpu_nodes)."""
         _quiet_ray()
         if not options.address:
             lifecycle.local_ray_environment()
@@ -243,6 +264,7 @@ class RaySession:
         if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
             self.processes.adopt(self.precompiler.pids)
         ahead = prestarts_workers(options)
+        nodes = gpu_nodes.layout(gpus, cpus, *trial_share) if ahead and trial_share else None
         if ahead:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
         start = time.perf_counter()
@@ -253,7 +275,9 @@ class RaySession:
             import ray  # noqa: F401
 
             self._start_imports()
-            self.ray_start = _start_ray(options.address, cpus, gpus, self.directory.ray_dir, runtime_env)
+            self.ray_start, self.gpu_nodes = _start_ray(
+                options.address, cpus, gpus, self.directory.ray_dir, runtime_env, nodes
+            )
         except SystemExit as exited:
             # ray.init's own SIGTERM handler (installed during init) exits with the signal's number.
             if exited.code == signal.SIGTERM:
@@ -316,6 +340,7 @@ class RaySession:
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
         self._store = None  # opened and never taken (the command failed after planning): it wrote no run
         self._prestart_plan, self._prestart_state, self.workers_prestarted, self.prestart_failure = None, "off", 0, ""
+        self.gpu_nodes = []  # ended with Ray's processes, by PID (_stop_ray)
 
 
 _ray_messages_log: str | None = None  # where Ray's own messages to the driver go (ray_messages_to)
@@ -456,7 +481,8 @@ def start_search(plan: SearchPlan, open_recorder, session: RaySession) -> tuple[
     opening = early or pool.submit(open_store, open_recorder, plan)
     pool.shutdown(wait=False)  # its one task, if any, goes on
     if not session.started:
-        session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec))
+        trial_share = (plan.cpus_per_trial, plan.gpus_per_trial)
+        session.start(plan.options, plan.cpus, plan.gpus, user_check.runtime_env(plan.spec), trial_share)
     session.prestart(plan)  # unless planning asked already: the workers start while the store opens
     try:
         session.imports_done()  # Tune's start, next, imports from ray.tune in this thread

@@ -1,0 +1,98 @@
+"""A local Ray of one node per GPU, so that a worker started ahead knows its GPU (--prestart-workers; issue 40).
+
+Ray names a trial's GPU (CUDA_VISIBLE_DEVICES) only as it hands the trial a worker, and CUDA reads the name once, at
+cuInit: a worker that sees several GPUs cannot start its trial's GPU before that trial. So on a machine of several
+GPUs each worker's GPU started inside its first trial, all at once with the others', and the CUDA driver's part of a
+start grew from 0.30 s alone to 1.59-1.67 s with four at once (docs/results/around-training.md, "thirteenth").
+
+Here each GPU the search uses gets a raylet of its own, started with CUDA_VISIBLE_DEVICES naming that GPU: every worker
+of the node sees one GPU, the one Ray will hand its trials, and Ray's setup hook starts it beside the imports
+(gridbench.trial.prestart), before the first trial. The head is ray.init's node, given the first GPU; the others join
+it as ray.cluster_utils adds nodes (Ray's Node), each with its share of the cores. They are started one after another
+in the thread that started Ray: Ray ties a raylet to the thread that started it (Linux's parent-death signal), and
+nodes started at once from several threads failed binding their ports.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from gridbench.gridsearch import placement
+
+# The object store of each node after the head, which holds only what its workers put: a trial's results go to the
+# driver. Ray's default (30% of the memory for each node) would promise /dev/shm several times over.
+NODE_OBJECT_STORE_BYTES = 512 * 1024**2
+
+
+@dataclass(frozen=True)
+class GpuNodes:
+    """One node per GPU: the GPUs' names (as CUDA_VISIBLE_DEVICES gives them) and each node's cores, head first."""
+
+    gpu_ids: tuple[str, ...]
+    cpus: tuple[int, ...]
+
+    @property
+    def head_env(self) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": self.gpu_ids[0]}
+
+
+def layout(gpus: int, cores: int, cpus_per_trial: int, gpus_per_trial: float, environ=os.environ) -> GpuNodes | None:
+    """One node per GPU for a local GPU search whose workers start ahead, or None where Ray keeps one node.
+
+    None where a trial takes several GPUs (they must share a node), or where a node's share of the cores cannot
+    hold the trials that share its GPU: one node holds them all then, as before.
+    """
+    if gpus < 1 or gpus_per_trial > 1:
+        return None
+    share = cores // gpus
+    if share < cpus_per_trial * placement.trials_per_gpu(gpus_per_trial):
+        return None
+    ids = _visible_ids(environ)
+    if ids is not None and len(ids) < gpus:
+        return None  # Ray's own check refuses it with its message
+    names = tuple(ids[:gpus]) if ids is not None else tuple(str(i) for i in range(gpus))
+    return GpuNodes(gpu_ids=names, cpus=(cores - share * (gpus - 1),) + (share,) * (gpus - 1))
+
+
+def _visible_ids(environ) -> list[str] | None:
+    """The GPUs CUDA_VISIBLE_DEVICES names in the driver, as Ray reads them; None where it is unset."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    return [name.strip() for name in visible.split(",") if name.strip()]
+
+
+def add_nodes(nodes: GpuNodes) -> list:
+    """Starts the nodes after the head (ray.init's, already up), one per remaining GPU; returns Ray's Node objects.
+
+    Call it in the thread that called ray.init, inside local_ray.lean_start: the nodes' workers then start as the
+    head's do, and each start returns once its raylet has registered.
+    """
+    import ray
+    from ray._private.node import Node  # Ray's own, as ray.cluster_utils uses it: no public way to add a node
+    from ray._private.parameter import RayParams
+
+    head = ray._private.worker.global_worker.node
+    started = []
+    for gpu_id, cpus in zip(nodes.gpu_ids[1:], nodes.cpus[1:]):
+        params = RayParams(
+            gcs_address=head.gcs_address,
+            node_ip_address=head.node_ip_address,
+            num_cpus=cpus,
+            num_gpus=1,
+            env_vars={"CUDA_VISIBLE_DEVICES": gpu_id},
+            object_store_memory=NODE_OBJECT_STORE_BYTES,
+            include_log_monitor=False,  # the head's watches the session's logs, every node's
+            node_manager_port=0,
+            min_worker_port=0,
+            max_worker_port=0,
+        )
+        params.dashboard_agent_listen_port = None  # a port of its own, not the head agent's
+        started.append(Node(params, head=False, shutdown_at_exit=False, spawn_reaper=True))
+    return started
+
+
+def raylet_addresses(nodes: list) -> list[tuple[str, int]]:
+    """Where each started node's raylet listens, for the workers asked of it ahead (gridbench.gridsearch.prestart)."""
+    return [(node.node_ip_address, node.node_manager_port) for node in nodes]
