@@ -9,7 +9,6 @@ import time
 import psutil
 import pytest
 
-from gridbench.gridsearch import gpu_nodes
 from gridbench.gridsearch.gpu_nodes import GpuNodes, layout
 from gridbench.gridsearch.options import SearchOptions
 
@@ -72,7 +71,7 @@ def test_each_nodes_workers_see_its_gpu_before_a_trial_and_are_asked_for_ahead(m
         ]
         for actor in actors:
             ray.kill(actor)
-        prestart.prestart_workers(1, gpu_nodes.raylet_addresses(session.gpu_nodes))
+        prestart.prestart_workers(1, session.gpu_nodes.raylet_addresses())
         deadline = time.monotonic() + 60
         while not all(_idle_workers(r.pid) for r in raylets) and time.monotonic() < deadline:
             time.sleep(0.2)

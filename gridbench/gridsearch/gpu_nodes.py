@@ -8,16 +8,17 @@ start grew from 0.30 s alone to 1.59-1.67 s with four at once (docs/results/arou
 Here each GPU the search uses gets a raylet of its own, started with CUDA_VISIBLE_DEVICES naming that GPU: every worker
 of the node sees one GPU, the one Ray will hand its trials, and Ray's setup hook starts it beside the imports
 (gridbench.trial.prestart), before the first trial. The head is ray.init's node, given the first GPU; the others join
-it as ray.cluster_utils adds nodes (Ray's Node), each with its share of the cores. They are started one after another
-in the thread that started Ray: Ray ties a raylet to the thread that started it (Linux's parent-death signal), and
-nodes started at once from several threads failed binding their ports.
+it as ray.cluster_utils adds nodes (Ray's Node), each with its share of the cores, all at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from gridbench.errors import UserError
 from gridbench.gridsearch import placement
 
 # The object store of each node after the head, which holds only what its workers put: a trial's results go to the
@@ -63,36 +64,94 @@ def _visible_ids(environ) -> list[str] | None:
     return [name.strip() for name in visible.split(",") if name.strip()]
 
 
-def add_nodes(nodes: GpuNodes) -> list:
-    """Starts the nodes after the head (ray.init's, already up), one per remaining GPU; returns Ray's Node objects.
+class StartedNodes:
+    """The nodes started after the head, and the threads that started them, which live as long as they do: Ray
+    ties each raylet to the thread that started it (Linux's parent-death signal), so a thread's end would end it."""
 
-    Call it in the thread that called ray.init, inside local_ray.lean_start: the nodes' workers then start as the
-    head's do, and each start returns once its raylet has registered.
+    def __init__(self, nodes: list, threads: ThreadPoolExecutor | None):
+        self.nodes = nodes
+        self._threads = threads
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def raylet_addresses(self) -> list[tuple[str, int]]:
+        """Where each node's raylet listens, for the workers asked of it ahead (gridbench.gridsearch.prestart)."""
+        return [(node.node_ip_address, node.node_manager_port) for node in self.nodes]
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Ends the nodes before Ray's shutdown ends the head: each raylet at once, by SIGTERM, which ends its
+        workers and agents as ray.shutdown ends the head's.
+
+        Left to the search's end of its processes by PID (SIGTERM to every process at once, then SIGKILL 3 s later),
+        four nodes took 5.6 s to end on 4 H200s, against 0.5 s for one node; two took 4.2 s on 2 cores, against 0.4 s
+        this way (docs/results/around-training.md, "fourteenth").
+        """
+        import psutil
+
+        raylets = []
+        for node in self.nodes:
+            for info in node.all_processes.get("raylet", []):  # ray_constants.PROCESS_TYPE_RAYLET
+                with contextlib.suppress(psutil.Error):
+                    raylets.append(psutil.Process(info.process.pid))
+                    raylets[-1].terminate()
+        _, still = psutil.wait_procs(raylets, timeout=grace_s)
+        for raylet in still:
+            with contextlib.suppress(psutil.Error):
+                raylet.kill()
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+        self.nodes, self._threads = [], None
+
+
+NO_NODES = StartedNodes([], None)
+
+
+def add_nodes(nodes: GpuNodes) -> StartedNodes:
+    """Starts the nodes after the head (ray.init's, already up), one per remaining GPU, all at once; returns once
+    every raylet has registered.
+
+    Call it inside local_ray.lean_start: the nodes' workers then start as the head's do. Each node gets socket files
+    of its own: Ray numbers them by the files it finds, and nodes started at once took the same.
     """
     import ray
-    from ray._private.node import Node  # Ray's own, as ray.cluster_utils uses it: no public way to add a node
-    from ray._private.parameter import RayParams
 
     head = ray._private.worker.global_worker.node
-    started = []
-    for gpu_id, cpus in zip(nodes.gpu_ids[1:], nodes.cpus[1:]):
-        params = RayParams(
-            gcs_address=head.gcs_address,
-            node_ip_address=head.node_ip_address,
-            num_cpus=cpus,
-            num_gpus=1,
-            env_vars={"CUDA_VISIBLE_DEVICES": gpu_id},
-            object_store_memory=NODE_OBJECT_STORE_BYTES,
-            include_log_monitor=False,  # the head's watches the session's logs, every node's
-            node_manager_port=0,
-            min_worker_port=0,
-            max_worker_port=0,
+    todo = list(zip(nodes.gpu_ids[1:], nodes.cpus[1:]))
+    if not todo:
+        return NO_NODES
+    threads = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="gridbench-gpu-node")
+    starts = [threads.submit(_start_node, head, *job) for job in todo]
+    started = StartedNodes([start.result() for start in starts if start.exception() is None], threads)
+    failed = next((start.exception() for start in starts if start.exception() is not None), None)
+    if failed is not None:
+        started.stop()
+        first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
+        raise UserError(
+            f"--prestart-workers: Ray's node for each GPU after the first did not start ({first}); "
+            f"run without --prestart-workers, or with GRIDBENCH_RAY_START=ray (one node)"
         )
-        params.dashboard_agent_listen_port = None  # a port of its own, not the head agent's
-        started.append(Node(params, head=False, shutdown_at_exit=False, spawn_reaper=True))
     return started
 
 
-def raylet_addresses(nodes: list) -> list[tuple[str, int]]:
-    """Where each started node's raylet listens, for the workers asked of it ahead (gridbench.gridsearch.prestart)."""
-    return [(node.node_ip_address, node.node_manager_port) for node in nodes]
+def _start_node(head, gpu_id: str, cpus: int):
+    from ray._private.node import Node  # Ray's own, as ray.cluster_utils uses it: no public way to add a node
+    from ray._private.parameter import RayParams
+
+    suffix = f".gpu{gpu_id}"
+    params = RayParams(
+        gcs_address=head.gcs_address,
+        node_ip_address=head.node_ip_address,
+        num_cpus=cpus,
+        num_gpus=1,
+        env_vars={"CUDA_VISIBLE_DEVICES": gpu_id},
+        object_store_memory=NODE_OBJECT_STORE_BYTES,
+        include_log_monitor=False,  # the head's watches the session's logs, every node's
+        node_manager_port=0,
+        min_worker_port=0,
+        max_worker_port=0,
+        plasma_store_socket_name=head.plasma_store_socket_name + suffix,
+        raylet_socket_name=head.raylet_socket_name + suffix,
+    )
+    params.dashboard_agent_listen_port = None  # a port of its own, not the head agent's
+    return Node(params, head=False, shutdown_at_exit=False, spawn_reaper=True)

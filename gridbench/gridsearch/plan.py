@@ -64,12 +64,8 @@ def plan_search(
     options, cache_state = _usable_cache(options)
     if workload.framework == "keras":
         _refuse_before_ray(spec, bool(groups), options)
-    trial_share = (cpus, gpus_per_trial)  # what a trial takes, for a local Ray's nodes (gridbench.gridsearch.gpu_nodes)
-    meanwhile = (
-        (lambda: while_probing(options, cores, gpus, user_check.runtime_env(spec), trial_share))
-        if while_probing
-        else None
-    )
+    runtime_env, trial_share = user_check.runtime_env(spec), (cpus, gpus_per_trial)  # a trial's: gpu_nodes.layout
+    meanwhile = (lambda: while_probing(options, cores, gpus, runtime_env, trial_share)) if while_probing else None
 
     def complete(choice: backends.BackendChoice) -> SearchPlan:
         """The checks that depend on the backend, then the plan (in the probe's thread, while Ray starts)."""

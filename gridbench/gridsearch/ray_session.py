@@ -42,7 +42,7 @@ def _start_ray(
     ray_dir: str | None = None,
     runtime_env: dict | None = None,
     nodes: gpu_nodes.GpuNodes | None = None,
-) -> tuple[str, list]:
+) -> tuple[str, gpu_nodes.StartedNodes]:
     """Starts (or joins) Ray; returns how (local_ray.LEAN or local_ray.RAY) and the nodes started after the head.
 
     With `nodes`, a local Ray that starts lean gets one node per GPU (gridbench.gridsearch.gpu_nodes).
@@ -60,7 +60,7 @@ def _start_ray(
             except (ConnectionError, RuntimeError, ValueError) as err:
                 held.seek(0)
                 raise UserError(cannot_join(address, err, held.read().decode(errors="replace"))) from None
-        return local_ray.RAY, []
+        return local_ray.RAY, gpu_nodes.NO_NODES
     with local_ray.lean_start(nodes.head_env if nodes else None) as start:
         nodes = nodes if start == local_ray.LEAN else None  # the nodes' workers start as the head's do, or none
         ray.init(
@@ -78,7 +78,7 @@ def _start_ray(
             _system_config={"prestart_worker_first_driver": False, **local_ray.system_config(start)},
             **quiet,
         )
-        return start, gpu_nodes.add_nodes(nodes) if nodes else []
+        return start, gpu_nodes.add_nodes(nodes) if nodes else gpu_nodes.NO_NODES
 
 
 def cannot_join(address: str, err: BaseException, ray_output: str) -> str:
@@ -113,7 +113,7 @@ class RaySession:
     def __init__(self, open_store_early: bool = False) -> None:
         self.ray_start_s: float | None = None
         self.ray_start = local_ray.RAY  # how this search's Ray was started (gridbench.gridsearch.local_ray)
-        self.gpu_nodes: list = []  # Ray's nodes after the head, one per GPU (gridbench.gridsearch.gpu_nodes)
+        self.gpu_nodes = gpu_nodes.NO_NODES  # Ray's nodes after the head, one per GPU (gridbench.gridsearch.gpu_nodes)
         self.signals: lifecycle.StopSignals | None = None
         self.directory: lifecycle.SearchDirectory | None = None
         self.processes: lifecycle.OwnProcesses | None = None
@@ -171,7 +171,7 @@ class RaySession:
             prestart.write_plan(plan, self._plan_file())
             nodes = 1 + len(self.gpu_nodes)  # one per GPU (gridbench.gridsearch.gpu_nodes), each asked its share
             per_node = -(-plan.concurrency // nodes)
-            prestart.prestart_workers(per_node, gpu_nodes.raylet_addresses(self.gpu_nodes))
+            prestart.prestart_workers(per_node, self.gpu_nodes.raylet_addresses())
             self.workers_prestarted = per_node * nodes
         except Exception as err:  # noqa: BLE001 - Ray's internal RPC changed, say: each worker starts with its trial
             self.prestart_failure = f"{type(err).__name__}: {err}".splitlines()[0][:200]
@@ -325,6 +325,7 @@ class RaySession:
         self.ending()  # first: what comes before Ray's shutdown may fail, and Ray's exit handler shuts it down
         if self.precompiler is not None:
             self.precompiler.stop()
+        self.gpu_nodes.stop()  # before Ray's shutdown and the end by PID (StartedNodes.stop)
         if self.processes is not None:
             _stop_ray(self.processes)
         if self.directory is not None:
@@ -340,7 +341,7 @@ class RaySession:
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
         self._store = None  # opened and never taken (the command failed after planning): it wrote no run
         self._prestart_plan, self._prestart_state, self.workers_prestarted, self.prestart_failure = None, "off", 0, ""
-        self.gpu_nodes = []  # ended with Ray's processes, by PID (_stop_ray)
+        self.gpu_nodes = gpu_nodes.NO_NODES
 
 
 _ray_messages_log: str | None = None  # where Ray's own messages to the driver go (ray_messages_to)
