@@ -8,14 +8,13 @@ start grew from 0.30 s alone to 1.59-1.67 s with four at once (docs/results/arou
 Here each GPU the search uses gets a raylet of its own, started with CUDA_VISIBLE_DEVICES naming that GPU: every worker
 of the node sees one GPU, the one Ray will hand its trials, and Ray's setup hook starts it beside the imports
 (gridbench.trial.prestart), before the first trial. The head is ray.init's node, given the first GPU; the others join
-it as ray.cluster_utils adds nodes (Ray's Node), each with its share of the cores, all at once.
+it as ray.cluster_utils adds nodes (Ray's Node), each with its share of the cores, one after another.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gridbench.errors import UserError
@@ -65,12 +64,10 @@ def _visible_ids(environ) -> list[str] | None:
 
 
 class StartedNodes:
-    """The nodes started after the head, and the threads that started them, which live as long as they do: Ray
-    ties each raylet to the thread that started it (Linux's parent-death signal), so a thread's end would end it."""
+    """The nodes started after the head."""
 
-    def __init__(self, nodes: list, threads: ThreadPoolExecutor | None):
+    def __init__(self, nodes: list):
         self.nodes = nodes
-        self._threads = threads
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -99,38 +96,35 @@ class StartedNodes:
         for raylet in still:
             with contextlib.suppress(psutil.Error):
                 raylet.kill()
-        if self._threads is not None:
-            self._threads.shutdown(wait=False)
-        self.nodes, self._threads = [], None
+        self.nodes = []
 
 
-NO_NODES = StartedNodes([], None)
+NO_NODES = StartedNodes([])
 
 
 def add_nodes(nodes: GpuNodes) -> StartedNodes:
-    """Starts the nodes after the head (ray.init's, already up), one per remaining GPU, all at once; returns once
-    every raylet has registered.
+    """Starts the nodes after the head (ray.init's, already up), one per remaining GPU, one after another; returns
+    once every raylet has registered.
 
-    Call it inside local_ray.lean_start: the nodes' workers then start as the head's do. Each node gets socket files
-    of its own: Ray numbers them by the files it finds, and nodes started at once took the same.
+    Call it inside local_ray.lean_start, in the thread that called ray.init: the nodes' workers then start as the
+    head's do, and Ray ties each raylet to the thread that started it (Linux's parent-death signal), so a thread of
+    its own would end it as it ended. Nodes started at once, from threads kept alive, worked on 2 cores and failed
+    on 4 H200s, a node timing out before it registered (docs/results/around-training.md, "fourteenth").
     """
     import ray
 
     head = ray._private.worker.global_worker.node
-    todo = list(zip(nodes.gpu_ids[1:], nodes.cpus[1:]))
-    if not todo:
-        return NO_NODES
-    threads = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="gridbench-gpu-node")
-    starts = [threads.submit(_start_node, head, *job) for job in todo]
-    started = StartedNodes([start.result() for start in starts if start.exception() is None], threads)
-    failed = next((start.exception() for start in starts if start.exception() is not None), None)
-    if failed is not None:
+    started = StartedNodes([])
+    try:
+        for gpu_id, cpus in zip(nodes.gpu_ids[1:], nodes.cpus[1:]):
+            started.nodes.append(_start_node(head, gpu_id, cpus))
+    except Exception as err:  # noqa: BLE001 - Ray's own failure, in one line
         started.stop()
-        first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UserError(
             f"--prestart-workers: Ray's node for each GPU after the first did not start ({first}); "
             f"run without --prestart-workers, or with GRIDBENCH_RAY_START=ray (one node)"
-        )
+        ) from None
     return started
 
 
@@ -138,7 +132,6 @@ def _start_node(head, gpu_id: str, cpus: int):
     from ray._private.node import Node  # Ray's own, as ray.cluster_utils uses it: no public way to add a node
     from ray._private.parameter import RayParams
 
-    suffix = f".gpu{gpu_id}"
     params = RayParams(
         gcs_address=head.gcs_address,
         node_ip_address=head.node_ip_address,
@@ -150,8 +143,6 @@ def _start_node(head, gpu_id: str, cpus: int):
         node_manager_port=0,
         min_worker_port=0,
         max_worker_port=0,
-        plasma_store_socket_name=head.plasma_store_socket_name + suffix,
-        raylet_socket_name=head.raylet_socket_name + suffix,
     )
     params.dashboard_agent_listen_port = None  # a port of its own, not the head agent's
     return Node(params, head=False, shutdown_at_exit=False, spawn_reaper=True)
