@@ -102,14 +102,15 @@ def test_a_gpu_search_needs_no_backend_named(store, experiment):
 
 
 @pytest.mark.parametrize("gpus", [1, 2])
-def test_with_workers_ahead_each_gpu_has_its_node_and_every_worker_starts_its_gpu_in_its_hook(store, gpus):
-    """On a machine of several GPUs (gridbench.gridsearch.gpu_nodes): each worker of `gpus` nodes sees its node's GPU
-    only, so every worker's hook starts it, and no trial does."""
+def test_with_workers_ahead_each_gpu_has_its_node_and_every_worker_starts_its_gpu_in_its_hook(store, gpus, monkeypatch):
+    """On a machine of several GPUs (gridbench.gridsearch.gpu_nodes): each worker of `gpus` nodes (one per GPU, asked
+    for where several) sees its node's GPU only, so every worker's hook starts it, and no trial does."""
     needs("jax")
     from gridbench.environment import visible_gpu_count
 
     if visible_gpu_count() < max(gpus, 2):
         pytest.skip(f"needs {max(gpus, 2)} visible GPUs: one node per GPU matters where a worker sees several")
+    monkeypatch.setenv("GRIDBENCH_NODE_PER_GPU", "1")  # the search's subprocess inherits it; one GPU needs none
     _, (parent,), children = search(
         store, "--device", "gpu", "--backend", "jax", "--gpus", str(gpus), "--prestart-workers"
     )

@@ -1,5 +1,6 @@
-"""A local Ray of one node per GPU with --prestart-workers (gridbench.gridsearch.gpu_nodes): each node's workers see
-the one GPU their trials will get, before they get one."""
+"""A local Ray whose workers each see one GPU with --prestart-workers (gridbench.gridsearch.gpu_nodes): the head's
+GPU for a search of one, one node per GPU for several with GRIDBENCH_NODE_PER_GPU=1; each node's workers see the one
+GPU their trials will get, before they get one."""
 
 from __future__ import annotations
 
@@ -30,8 +31,15 @@ from gridbench.gridsearch.options import SearchOptions
 def test_each_gpu_gets_a_node_where_its_share_of_the_cores_holds_its_trials(
     gpus, cores, cpus_per_trial, gpus_per_trial, visible, expected
 ):
-    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    environ = {"GRIDBENCH_NODE_PER_GPU": "1"} | ({} if visible is None else {"CUDA_VISIBLE_DEVICES": visible})
     assert layout(gpus, cores, cpus_per_trial, gpus_per_trial, environ) == expected
+
+
+@pytest.mark.parametrize("asked", [None, "0", "yes"])
+def test_several_gpus_keep_one_node_unless_asked_for_one_per_gpu(asked):
+    environ = {} if asked is None else {"GRIDBENCH_NODE_PER_GPU": asked}
+    assert layout(4, 16, 4, 1.0, environ) is None
+    assert layout(1, 16, 16, 1.0, environ) == GpuNodes(("0",), (16,))  # one GPU: the head's, at no node's cost
 
 
 def _idle_workers(raylet_pid: int) -> int:
@@ -50,6 +58,7 @@ def test_each_nodes_workers_see_its_gpu_before_a_trial_and_are_asked_for_ahead(m
     from gridbench.gridsearch.ray_session import RaySession
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("GRIDBENCH_NODE_PER_GPU", "1")
     session = RaySession()
     try:
         session.start(SearchOptions(prestart_workers=True), cpus=2, gpus=2, trial_share=(1, 1.0))

@@ -1,14 +1,23 @@
-"""A local Ray of one node per GPU, so that a worker started ahead knows its GPU (--prestart-workers; issue 40).
+"""A local Ray whose workers each see one GPU, so that a worker started ahead knows its GPU (--prestart-workers;
+issue 40).
 
 Ray names a trial's GPU (CUDA_VISIBLE_DEVICES) only as it hands the trial a worker, and CUDA reads the name once, at
 cuInit: a worker that sees several GPUs cannot start its trial's GPU before that trial. So on a machine of several
 GPUs each worker's GPU started inside its first trial, all at once with the others', and the CUDA driver's part of a
 start grew from 0.30 s alone to 1.59-1.67 s with four at once (docs/results/around-training.md, "thirteenth").
 
-Here each GPU the search uses gets a raylet of its own, started with CUDA_VISIBLE_DEVICES naming that GPU: every worker
-of the node sees one GPU, the one Ray will hand its trials, and Ray's setup hook starts it beside the imports
-(gridbench.trial.prestart), before the first trial. The head is ray.init's node, given the first GPU; the others join
-it as ray.cluster_utils adds nodes (Ray's Node), each with its share of the cores, one after another.
+A search of one GPU on such a machine gets that with no node more: its Ray's raylet (the head's) starts with
+CUDA_VISIBLE_DEVICES naming the GPU, every worker sees it alone, and Ray's setup hook starts it beside the imports
+(gridbench.trial.prestart), before the first trial. On 4 H200s, in two calls, the 300-epoch grid's first trial at 1 GPU
+took 7.097 and 7.079 s, against 8.023 and 7.681 s with a head that saw every GPU; it began later, after the hook, and
+from Tune's start to the last trial's end the count took 134.22 and 132.41 s, against 134.80 and 132.03 s.
+
+A search of several GPUs keeps one node unless GRIDBENCH_NODE_PER_GPU=1 asks for one node per GPU: the head, given the
+first GPU, and one more for each other GPU, joining it as ray.cluster_utils adds nodes (Ray's Node), each with its share
+of the cores, one after another. Every worker's first trial then lost its GPU's start, but the nodes' start and the
+hooks' made the command longer: at 4 GPUs on 4 H200s, first trials took +0.72 to +0.89 s over the same configurations at
+1 GPU (+2.61 to +3.05 s on one node), the makespan 39.5 s (40.2 s), the start-up 11.0 s (6.9 s), and sixteen packed
+trials' makespan 17.5 s (12.1 s) (docs/results/around-training.md, "fourteenth").
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from dataclasses import dataclass
 from gridbench.errors import UserError
 from gridbench.gridsearch import placement
 
+NODE_PER_GPU_ENV = "GRIDBENCH_NODE_PER_GPU"  # "1": one Ray node per GPU on several GPUs, not one node
 # The object store of each node after the head, which holds only what its workers put: a trial's results go to the
 # driver. Ray's default (30% of the memory for each node) would promise /dev/shm several times over.
 NODE_OBJECT_STORE_BYTES = 512 * 1024**2
@@ -38,12 +48,13 @@ class GpuNodes:
 
 
 def layout(gpus: int, cores: int, cpus_per_trial: int, gpus_per_trial: float, environ=os.environ) -> GpuNodes | None:
-    """One node per GPU for a local GPU search whose workers start ahead, or None where Ray keeps one node.
+    """The head's GPU for a local search of one GPU whose workers start ahead, and one node per GPU for several where
+    GRIDBENCH_NODE_PER_GPU=1; None where Ray keeps one node that sees every GPU.
 
-    None where a trial takes several GPUs (they must share a node), or where a node's share of the cores cannot
+    None too where a trial takes several GPUs (they must share a node), or where a node's share of the cores cannot
     hold the trials that share its GPU: one node holds them all then, as before.
     """
-    if gpus < 1 or gpus_per_trial > 1:
+    if gpus < 1 or gpus_per_trial > 1 or (gpus > 1 and environ.get(NODE_PER_GPU_ENV) != "1"):
         return None
     share = cores // gpus
     if share < cpus_per_trial * placement.trials_per_gpu(gpus_per_trial):
@@ -122,8 +133,8 @@ def add_nodes(nodes: GpuNodes) -> StartedNodes:
         started.stop()
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UserError(
-            f"--prestart-workers: Ray's node for each GPU after the first did not start ({first}); "
-            f"run without --prestart-workers, or with GRIDBENCH_RAY_START=ray (one node)"
+            f"{NODE_PER_GPU_ENV}=1: Ray's node for a GPU after the first did not start ({first}); "
+            f"unset {NODE_PER_GPU_ENV} to run the search on one node"
         ) from None
     return started
 
