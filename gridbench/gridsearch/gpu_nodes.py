@@ -92,8 +92,8 @@ class StartedNodes:
         workers and agents as ray.shutdown ends the head's.
 
         Left to the search's end of its processes by PID (SIGTERM to every process at once, then SIGKILL 3 s later),
-        four nodes took 5.6 s to end on 4 H200s, against 0.5 s for one node; two took 4.2 s on 2 cores, against 0.4 s
-        this way (docs/results/around-training.md, "fourteenth").
+        four nodes took 6.04 s to end on 4 H200s, against 0.46 s for one node; two took 5.45-6.17 s on 2 cores,
+        against 0.39-0.42 s this way (benchmarks/gpu_nodes_stop.py; docs/results/around-training.md, "fourteenth").
         """
         import psutil
 
