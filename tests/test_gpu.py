@@ -110,7 +110,8 @@ def test_with_workers_ahead_each_gpu_has_its_node_and_every_worker_starts_its_gp
 
     if visible_gpu_count() < max(gpus, 2):
         pytest.skip(f"needs {max(gpus, 2)} visible GPUs: one node per GPU matters where a worker sees several")
-    monkeypatch.setenv("GRIDBENCH_NODE_PER_GPU", "1")  # the search's subprocess inherits it; one GPU needs none
+    if gpus > 1:
+        monkeypatch.setenv("GRIDBENCH_NODE_PER_GPU", "1")  # the search's subprocess inherits it; one GPU needs none
     _, (parent,), children = search(
         store, "--device", "gpu", "--backend", "jax", "--gpus", str(gpus), "--prestart-workers"
     )

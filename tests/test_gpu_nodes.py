@@ -10,6 +10,8 @@ import time
 import psutil
 import pytest
 
+from gridbench.errors import UserError
+from gridbench.gridsearch import gpu_nodes
 from gridbench.gridsearch.gpu_nodes import GpuNodes, layout
 from gridbench.gridsearch.options import SearchOptions
 
@@ -25,6 +27,7 @@ from gridbench.gridsearch.options import SearchOptions
         (2, 16, 8, 1.0, "5,7,1", GpuNodes(("5", "7"), (8, 8))),  # the first GPUs the driver sees, by its names
         (2, 16, 8, 1.0, "GPU-a", None),  # fewer named than asked: Ray's own check refuses it
         (1, 16, 16, 1.0, None, GpuNodes(("0",), (16,))),  # the head alone, its workers seeing GPU 0 only
+        (1, 8, 4, 0.25, None, GpuNodes(("0",), (8,))),  # one node either way: the cores are not split
         (0, 16, 16, 0.0, None, None),  # a CPU search
     ],
 )
@@ -42,16 +45,52 @@ def test_several_gpus_keep_one_node_unless_asked_for_one_per_gpu(asked):
     assert layout(1, 16, 16, 1.0, environ) == GpuNodes(("0",), (16,))  # one GPU: the head's, at no node's cost
 
 
-def _idle_workers(raylet_pid: int) -> int:
-    """Python workers the raylet started (through gridbench's setup script or Ray's)."""
-    children = psutil.Process(raylet_pid).children()
-    return sum(any("default_worker.py" in part for part in child.cmdline()) for child in children)
+def test_a_node_that_does_not_start_ends_those_started_and_says_so_in_one_line(monkeypatch):
+    import ray
+
+    ended, started = [], []
+
+    class Started:
+        all_processes: dict = {}
+
+    def start_node(head, gpu_id, cpus):
+        if gpu_id == "2":
+            raise RuntimeError("The current node timed out during startup.\nmore of Ray's text")
+        started.append(gpu_id)
+        return Started()
+
+    monkeypatch.setattr(ray._private.worker.global_worker, "node", object(), raising=False)
+    monkeypatch.setattr(gpu_nodes, "_start_node", start_node)
+    monkeypatch.setattr(gpu_nodes.StartedNodes, "stop", lambda self: ended.append(len(self.nodes)))
+    with pytest.raises(UserError) as raised:
+        gpu_nodes.add_nodes(GpuNodes(("0", "1", "2", "3"), (4, 4, 4, 4)))
+    assert started == ["1"] and ended == [1]  # the one started is ended; the fourth is never started
+    assert str(raised.value) == (
+        "GRIDBENCH_NODE_PER_GPU=1: Ray's node for a GPU after the first did not start (The current node timed out "
+        "during startup.); unset GRIDBENCH_NODE_PER_GPU to run the search on one node"
+    )
+
+
+def _raylets() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.name() == "raylet"]
+
+
+def _ended(processes: list[psutil.Process]) -> bool:
+    try:
+        return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
+    except psutil.NoSuchProcess:
+        return _ended(processes)  # one ended between the two questions: ask again
+
+
+def _workers(raylet: psutil.Process) -> set[int]:
+    """The Python workers the raylet started (through gridbench's setup script or Ray's)."""
+    return {child.pid for child in raylet.children() if any("default_worker.py" in part for part in child.cmdline())}
 
 
 @pytest.mark.slow
 def test_each_nodes_workers_see_its_gpu_before_a_trial_and_are_asked_for_ahead(monkeypatch):
     """Two GPUs Ray believes in (none here): two raylets, each worker's inherited CUDA_VISIBLE_DEVICES naming its
-    node's GPU, the workers asked for ahead started on both, and every raylet ended with the session."""
+    node's GPU, a worker asked for ahead of each node, and the nodes' raylets ended before Ray's shutdown."""
     import ray
 
     from gridbench.gridsearch import prestart
@@ -63,28 +102,59 @@ def test_each_nodes_workers_see_its_gpu_before_a_trial_and_are_asked_for_ahead(m
     try:
         session.start(SearchOptions(prestart_workers=True), cpus=2, gpus=2, trial_share=(1, 1.0))
         assert len(session.gpu_nodes) == 1 and len([n for n in ray.nodes() if n["Alive"]]) == 2
-        raylets = [p for p in psutil.Process().children(recursive=True) if p.name() == "raylet"]
+        raylets = _raylets()
         assert len(raylets) == 2
 
         @ray.remote(num_cpus=1, num_gpus=1)
         class Sees:
-            def before_and_after(self) -> tuple[str, str]:
+            def before_and_after(self) -> tuple[str, str, int]:
                 time.sleep(0.5)  # both held at once: one on each node
                 worker = ray._private.worker.global_worker
-                return ",".join(worker.original_visible_accelerator_ids["GPU"]), os.environ["CUDA_VISIBLE_DEVICES"]
+                before = ",".join(worker.original_visible_accelerator_ids["GPU"])
+                return before, os.environ["CUDA_VISIBLE_DEVICES"], os.getpid()
 
         actors = [Sees.remote() for _ in range(2)]
-        assert sorted(ray.get([a.before_and_after.remote() for a in actors], timeout=120)) == [
-            ("0", "0"),
-            ("1", "1"),
-        ]
+        seen = ray.get([a.before_and_after.remote() for a in actors], timeout=120)
+        assert sorted(s[:2] for s in seen) == [("0", "0"), ("1", "1")]
         for actor in actors:
             ray.kill(actor)
-        prestart.prestart_workers(1, session.gpu_nodes.raylet_addresses())
+        held = [psutil.Process(s[2]) for s in seen]
+        psutil.wait_procs(held, timeout=60)
+        prestart.prestart_workers(1)  # the head's raylet
+        for address in session.gpu_nodes.raylet_addresses():
+            prestart.prestart_workers(1, address)
         deadline = time.monotonic() + 60
-        while not all(_idle_workers(r.pid) for r in raylets) and time.monotonic() < deadline:
+        while not all(_workers(r) - {p.pid for p in held} for r in raylets) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert all(_idle_workers(r.pid) for r in raylets)
+        assert all(_workers(r) - {p.pid for p in held} for r in raylets)
+        node_pids = {info.process.pid for node in session.gpu_nodes.nodes for info in node.all_processes["raylet"]}
+        node_raylets = [r for r in raylets if r.pid in node_pids]
+        assert len(node_raylets) == 1
+        session.gpu_nodes.stop()  # alone, before the session's end by PID would end them anyway
+        assert _ended(node_raylets) and not _ended([r for r in raylets if r not in node_raylets])
     finally:
         session.stop()
-    assert not [r for r in raylets if r.is_running() and r.status() != psutil.STATUS_ZOMBIE]
+    assert _ended(raylets)
+
+
+@pytest.mark.slow
+def test_where_ray_starts_as_ray_init_starts_it_the_search_keeps_one_node_of_every_gpu(monkeypatch):
+    """GRIDBENCH_RAY_START=ray: no hook names the head's GPU, so no node is added and the head holds them all."""
+    import shutil
+    import tempfile
+
+    import ray
+
+    from gridbench.gridsearch import local_ray
+    from gridbench.gridsearch.ray_session import _start_ray
+
+    monkeypatch.setenv("GRIDBENCH_RAY_START", "ray")
+    ray_dir = tempfile.mkdtemp(prefix="gb-")  # short: Ray's socket paths within it must fit 107 bytes
+    try:
+        start, nodes = _start_ray(None, 2, 2, ray_dir, None, GpuNodes(("0", "1"), (1, 1)))
+        assert start == local_ray.RAY and len(nodes) == 0
+        (node,) = [n for n in ray.nodes() if n["Alive"]]
+        assert node["Resources"]["GPU"] == 2 and node["Resources"]["CPU"] == 2
+    finally:
+        ray.shutdown()
+        shutil.rmtree(ray_dir, ignore_errors=True)

@@ -2,22 +2,16 @@
 issue 40).
 
 Ray names a trial's GPU (CUDA_VISIBLE_DEVICES) only as it hands the trial a worker, and CUDA reads the name once, at
-cuInit: a worker that sees several GPUs cannot start its trial's GPU before that trial. So on a machine of several
-GPUs each worker's GPU started inside its first trial, all at once with the others', and the CUDA driver's part of a
-start grew from 0.30 s alone to 1.59-1.67 s with four at once (docs/results/around-training.md, "thirteenth").
+cuInit: a worker that sees several GPUs cannot start its trial's GPU before that trial, and then all GPUs start at
+once, each slower (docs/results/around-training.md, "thirteenth").
 
-A search of one GPU on such a machine gets that with no node more: its Ray's raylet (the head's) starts with
-CUDA_VISIBLE_DEVICES naming the GPU, every worker sees it alone, and Ray's setup hook starts it beside the imports
-(gridbench.trial.prestart), before the first trial. On 4 H200s, in two calls, the 300-epoch grid's first trial at 1 GPU
-took 7.097 and 7.079 s, against 8.023 and 7.681 s with a head that saw every GPU; it began later, after the hook, and
-from Tune's start to the last trial's end the count took 134.22 and 132.41 s, against 134.80 and 132.03 s.
+A search of one GPU on a machine of several has its Ray's raylet (the head's) start with CUDA_VISIBLE_DEVICES naming
+that GPU: every worker sees it alone, and Ray's setup hook starts it beside the imports (gridbench.trial.prestart).
 
 A search of several GPUs keeps one node unless GRIDBENCH_NODE_PER_GPU=1 asks for one node per GPU: the head, given the
 first GPU, and one more for each other GPU, joining it as ray.cluster_utils adds nodes (Ray's Node), each with its share
-of the cores, one after another. Every worker's first trial then lost its GPU's start, but the nodes' start and the
-hooks' made the command longer: at 4 GPUs on 4 H200s, first trials took +0.72 to +0.89 s over the same configurations at
-1 GPU (+2.61 to +3.05 s on one node), the makespan 39.5 s (40.2 s), the start-up 11.0 s (6.9 s), and sixteen packed
-trials' makespan 17.5 s (12.1 s) (docs/results/around-training.md, "fourteenth").
+of the cores, one after another. Every worker's first trial then lost its GPU's start, but the command grew longer on
+4 H200s, so it is not the default (docs/results/around-training.md, "fourteenth").
 """
 
 from __future__ import annotations
@@ -57,8 +51,8 @@ def layout(gpus: int, cores: int, cpus_per_trial: int, gpus_per_trial: float, en
     if gpus < 1 or gpus_per_trial > 1 or (gpus > 1 and environ.get(NODE_PER_GPU_ENV) != "1"):
         return None
     share = cores // gpus
-    if share < cpus_per_trial * placement.trials_per_gpu(gpus_per_trial):
-        return None
+    if gpus > 1 and share < cpus_per_trial * placement.trials_per_gpu(gpus_per_trial):
+        return None  # a node's cores could not hold its GPU's trials: one node holds them all, as before
     ids = _visible_ids(environ)
     if ids is not None and len(ids) < gpus:
         return None  # Ray's own check refuses it with its message

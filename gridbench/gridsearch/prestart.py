@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from gridbench.gridsearch import tuning
 from gridbench.trial import prestart as worker_side
@@ -62,13 +62,13 @@ def actor_serialized_env(job_serialized: str, actor_env: Mapping[str, Any]) -> s
 
 
 def prestart_workers(
-    count: int, raylets: Sequence[tuple[str, int]] = (), keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S
+    count: int, raylet: tuple[str, int] | None = None, keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S
 ) -> None:
-    """Asks the local raylet, and each of `raylets` (address, port), to start `count` idle workers that Tune's trial
-    actors will take.
+    """Asks the local raylet, or `raylet` (address, port), to start `count` idle workers that Tune's trial actors will
+    take.
 
-    Each request is answered at once; the workers start, register and run the job's worker_process_setup_hook
-    while the driver goes on. A local Ray only: its head, and the nodes it started (gridbench.gridsearch.gpu_nodes).
+    The request is answered at once; the workers start, register and run the job's worker_process_setup_hook
+    while the driver goes on. A local Ray only: its head, or a node it started (gridbench.gridsearch.gpu_nodes).
     """
     import ray
     from ray._private.grpc_utils import init_grpc_channel  # Ray's own: its channel with the cluster's token
@@ -86,10 +86,9 @@ def prestart_workers(
         job_env.serialized_runtime_env, tune_actor_runtime_env()
     )
     request.runtime_env_info.uris.CopyFrom(job_env.uris)  # the job's uploaded modules, as the merge keeps them
-    node = worker.node
-    for address, port in [(node.node_ip_address, node.node_manager_port), *raylets]:
-        with init_grpc_channel(f"{address}:{port}") as channel:
-            node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
+    address, port = raylet or (worker.node.node_ip_address, worker.node.node_manager_port)
+    with init_grpc_channel(f"{address}:{port}") as channel:
+        node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
 
 
 def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def _start_ray(
             # Its own Ray, even where another was started on this machine: ray.init() alone would join that one.
             address="local",
             num_cpus=nodes.cpus[0] if nodes else cpus,  # --cpus N: Ray hands out N cores, over its nodes
-            num_gpus=1 if nodes else gpus,  # --gpus N: Ray hands out GPUs 0..N-1 only; none to a CPU search
+            num_gpus=1 if nodes else gpus,  # --gpus N: Ray hands out the first N visible; none to a CPU search
             include_dashboard=False,
             _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
             # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
@@ -169,10 +169,12 @@ class RaySession:
         try:
             self.imports_done()  # prestart imports from ray.tune
             prestart.write_plan(plan, self._plan_file())
-            nodes = 1 + len(self.gpu_nodes)  # one per GPU (gridbench.gridsearch.gpu_nodes), each asked its share
-            per_node = -(-plan.concurrency // nodes)
-            prestart.prestart_workers(per_node, self.gpu_nodes.raylet_addresses())
-            self.workers_prestarted = per_node * nodes
+            raylets = [None, *self.gpu_nodes.raylet_addresses()]  # the head's, then one per GPU's (gpu_nodes)
+            for index, raylet in enumerate(raylets):
+                count = plan.concurrency // len(raylets) + (index < plan.concurrency % len(raylets))
+                if count:
+                    prestart.prestart_workers(count, raylet)
+                    self.workers_prestarted += count
         except Exception as err:  # noqa: BLE001 - Ray's internal RPC changed, say: each worker starts with its trial
             self.prestart_failure = f"{type(err).__name__}: {err}".splitlines()[0][:200]
             print(
@@ -251,7 +253,8 @@ class RaySession:
         trial_share: tuple[int, float] | None = None,
     ) -> None:
         """Starts a local Ray, or joins a cluster. `trial_share`, a trial's CPUs and GPUs: with --prestart-workers on
-        a local Ray, one node per GPU where the cores allow it (gridbench.gridsearch.gpu_nodes)."""
+        a local Ray, the head's raylet names a search's one GPU, and several get one node per GPU where
+        GRIDBENCH_NODE_PER_GPU=1 and the cores allow it (gridbench.gridsearch.gpu_nodes.layout)."""
         _quiet_ray()
         if not options.address:
             lifecycle.local_ray_environment()
@@ -286,7 +289,7 @@ class RaySession:
         finally:
             self.processes.note()
             self.watchdog.guard(self.processes.seen)
-            for pid, started in self.processes.matching(RAYLET_PROGRAM).items():  # a local Ray's one raylet
+            for pid, started in self.processes.matching(RAYLET_PROGRAM).items():  # a local Ray's raylets
                 self.watchdog.guard_raylet(pid, started)
             self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
