@@ -498,6 +498,7 @@ def test_sigterm_kills_the_parent_records_running_trials_and_leaves_nothing(tmp_
         time.sleep(2)
         listening = tree.listening()
         tree.note()
+        stopped_at = time.time()
         driver.send_signal(signal.SIGTERM)
         out, err = driver.communicate(timeout=120)
         assert driver.returncode == 143, out + err
@@ -513,7 +514,8 @@ def test_sigterm_kills_the_parent_records_running_trials_and_leaves_nothing(tmp_
         assert sorted(c.data.params["hidden_units"] for c in children) == ["16", "32"]
         for child in children:
             assert child.info.status == "KILLED" and child.data.tags[schema.ENDED_BY] == "SIGTERM"
-            assert child.data.metrics[schema.TRIAL_WALL_S] > 1  # it ran about 2 s; less on a loaded machine
+            # The time it had reaches the stop (MLflow keeps milliseconds, floored), whatever the machine's load.
+            assert child.data.metrics[schema.TRIAL_WALL_S] > 0 and child.info.end_time / 1000 >= stopped_at - 0.002
             assert child.info.end_time - child.info.start_time == pytest.approx(
                 child.data.metrics[schema.TRIAL_WALL_S] * 1000, abs=5
             )
