@@ -118,7 +118,7 @@ def test_each_nodes_workers_see_its_gpu_before_a_trial_and_are_asked_for_ahead(m
         assert sorted(s[:2] for s in seen) == [("0", "0"), ("1", "1")]
         for actor in actors:
             ray.kill(actor)
-        held = [psutil.Process(s[2]) for s in seen]
+        held = [psutil.Process(s[2]) for s in seen if psutil.pid_exists(s[2])]  # the killed actors' workers
         psutil.wait_procs(held, timeout=60)
         prestart.prestart_workers(1)  # the head's raylet
         for address in session.gpu_nodes.raylet_addresses():
@@ -127,8 +127,7 @@ def test_each_nodes_workers_see_its_gpu_before_a_trial_and_are_asked_for_ahead(m
         while not all(_workers(r) - {p.pid for p in held} for r in raylets) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert all(_workers(r) - {p.pid for p in held} for r in raylets)
-        node_pids = {info.process.pid for node in session.gpu_nodes.nodes for info in node.all_processes["raylet"]}
-        node_raylets = [r for r in raylets if r.pid in node_pids]
+        node_raylets = [r for r in raylets if r.pid in session.gpu_nodes.raylet_pids()]
         assert len(node_raylets) == 1
         session.gpu_nodes.stop()  # alone, before the session's end by PID would end them anyway
         assert _ended(node_raylets) and not _ended([r for r in raylets if r not in node_raylets])

@@ -31,7 +31,8 @@ NODE_OBJECT_STORE_BYTES = 512 * 1024**2
 
 @dataclass(frozen=True)
 class GpuNodes:
-    """One node per GPU: the GPUs' names (as CUDA_VISIBLE_DEVICES gives them) and each node's cores, head first."""
+    """A node per GPU, the head's first (alone for a search of one GPU): the GPUs' names, as CUDA_VISIBLE_DEVICES
+    gives them, and each node's cores."""
 
     gpu_ids: tuple[str, ...]
     cpus: tuple[int, ...]
@@ -81,6 +82,15 @@ class StartedNodes:
         """Where each node's raylet listens, for the workers asked of it ahead (gridbench.gridsearch.prestart)."""
         return [(node.node_ip_address, node.node_manager_port) for node in self.nodes]
 
+    def raylet_pids(self) -> list[int]:
+        from ray._private import ray_constants  # Ray's own: the name Node files its raylet under
+
+        return [
+            info.process.pid
+            for node in self.nodes
+            for info in node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET, [])
+        ]
+
     def stop(self, grace_s: float = 2.0) -> None:
         """Ends the nodes before Ray's shutdown ends the head: each raylet at once, by SIGTERM, which ends its
         workers and agents as ray.shutdown ends the head's.
@@ -92,11 +102,10 @@ class StartedNodes:
         import psutil
 
         raylets = []
-        for node in self.nodes:
-            for info in node.all_processes.get("raylet", []):  # ray_constants.PROCESS_TYPE_RAYLET
-                with contextlib.suppress(psutil.Error):
-                    raylets.append(psutil.Process(info.process.pid))
-                    raylets[-1].terminate()
+        for pid in self.raylet_pids():
+            with contextlib.suppress(psutil.Error):
+                raylets.append(psutil.Process(pid))
+                raylets[-1].terminate()
         _, still = psutil.wait_procs(raylets, timeout=grace_s)
         for raylet in still:
             with contextlib.suppress(psutil.Error):
