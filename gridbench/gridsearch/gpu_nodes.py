@@ -99,6 +99,8 @@ class StartedNodes:
         four nodes took 6.04 s to end on 4 H200s, against 0.46 s for one node; two took 5.45-6.17 s on 2 cores,
         against 0.39-0.42 s this way (benchmarks/gpu_nodes_stop.py; docs/results/around-training.md, "fourteenth").
         """
+        if not self.nodes:
+            return  # no import of Ray: a search refused before Ray started stops its session too
         import psutil
 
         raylets = []
