@@ -10,14 +10,15 @@ that GPU: every worker sees it alone, and Ray's setup hook starts it beside the 
 
 A search of several GPUs keeps one node unless GRIDBENCH_NODE_PER_GPU=1 asks for one node per GPU: the head, given the
 first GPU, and one more for each other GPU, joining it as ray.cluster_utils adds nodes (Ray's Node), each with its share
-of the cores, one after another. Every worker's first trial then lost its GPU's start, but the command grew longer on
-4 H200s, so it is not the default (docs/results/around-training.md, "fourteenth").
+of the cores, all at once. Every worker's first trial then lost its GPU's start, but with the nodes started one after
+another the command grew longer on 4 H200s, so it is not the default (docs/results/around-training.md, "fourteenth").
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from gridbench.errors import UserError
@@ -70,10 +71,12 @@ def _visible_ids(environ) -> list[str] | None:
 
 
 class StartedNodes:
-    """The nodes started after the head."""
+    """The nodes started after the head, and the threads that started them, which live as long as they do: Ray
+    ties each raylet to the thread that started it (Linux's parent-death signal), so a thread's end would end it."""
 
-    def __init__(self, nodes: list):
+    def __init__(self, nodes: list, threads: ThreadPoolExecutor | None = None):
         self.nodes = nodes
+        self._threads = threads
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -112,42 +115,72 @@ class StartedNodes:
         for raylet in still:
             with contextlib.suppress(psutil.Error):
                 raylet.kill()
-        self.nodes = []
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+        self.nodes, self._threads = [], None
 
 
 NO_NODES = StartedNodes([])
 
 
 def add_nodes(nodes: GpuNodes) -> StartedNodes:
-    """Starts the nodes after the head (ray.init's, already up), one per remaining GPU, one after another; returns
-    once every raylet has registered.
+    """Starts the nodes after the head (ray.init's, already up), one per remaining GPU, all at once, each from a
+    thread that lives as long as its node; returns once every raylet has registered.
 
-    Call it inside local_ray.lean_start, in the thread that called ray.init: the nodes' workers then start as the
-    head's do, and Ray ties each raylet to the thread that started it (Linux's parent-death signal), so a thread of
-    its own would end it as it ended. Nodes started at once, from threads kept alive, worked on 2 cores and failed
-    on 4 H200s, a node timing out before it registered (docs/results/around-training.md, "fourteenth").
+    Call it inside local_ray.lean_start: the nodes' workers then start as the head's do. Each node gets socket files
+    of its own: Ray numbers them by the files it finds, and nodes started at once took the same.
     """
     import ray
 
     head = ray._private.worker.global_worker.node
-    started = StartedNodes([])
-    try:
-        for gpu_id, cpus in zip(nodes.gpu_ids[1:], nodes.cpus[1:]):
-            started.nodes.append(_start_node(head, gpu_id, cpus))
-    except Exception as err:  # noqa: BLE001 - Ray's own failure, in one line
+    todo = list(zip(nodes.gpu_ids[1:], nodes.cpus[1:]))
+    if not todo:
+        return NO_NODES
+    threads = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="gridbench-gpu-node")
+    with _dashboard_check_once():
+        starts = [threads.submit(_start_node, head, *job) for job in todo]
+        wait(starts)
+    started = StartedNodes([start.result() for start in starts if start.exception() is None], threads)
+    failed = next((start.exception() for start in starts if start.exception() is not None), None)
+    if failed is not None:
         started.stop()
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        threads.shutdown(wait=False)
+        first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
         raise UserError(
             f"{NODE_PER_GPU_ENV}=1: Ray's node for a GPU after the first did not start ({first}); "
             f"unset {NODE_PER_GPU_ENV} to run the search on one node"
-        ) from None
+        )
     return started
+
+
+@contextlib.contextmanager
+def _dashboard_check_once():
+    """While nodes start at once: Ray's check for its dashboard's packages answered once, for every node.
+
+    Each node's start asks it by importing them. Where they are missing, two threads importing at once could find no
+    error, and that node's dashboard agent then started without --minimal, failed on the import and never wrote its
+    ports: its raylet timed out before it registered (seen on 4 H200s and on 2 cores; docs/results/around-training.md,
+    "fifteenth").
+    """
+    from ray._private import utils  # Ray's own: services.start_raylet asks it, through the module
+
+    check = getattr(utils, "get_dashboard_dependency_error", None)
+    if check is None:
+        yield
+        return
+    answer = check()
+    utils.get_dashboard_dependency_error = lambda: answer
+    try:
+        yield
+    finally:
+        utils.get_dashboard_dependency_error = check
 
 
 def _start_node(head, gpu_id: str, cpus: int):
     from ray._private.node import Node  # Ray's own, as ray.cluster_utils uses it: no public way to add a node
     from ray._private.parameter import RayParams
 
+    suffix = f".gpu{gpu_id}"
     params = RayParams(
         gcs_address=head.gcs_address,
         node_ip_address=head.node_ip_address,
@@ -159,6 +192,8 @@ def _start_node(head, gpu_id: str, cpus: int):
         node_manager_port=0,
         min_worker_port=0,
         max_worker_port=0,
+        plasma_store_socket_name=head.plasma_store_socket_name + suffix,
+        raylet_socket_name=head.raylet_socket_name + suffix,
     )
     params.dashboard_agent_listen_port = None  # a port of its own, not the head agent's
     return Node(params, head=False, shutdown_at_exit=False, spawn_reaper=True)
