@@ -38,11 +38,19 @@ def test_each_gpu_gets_a_node_where_its_share_of_the_cores_holds_its_trials(
     assert layout(gpus, cores, cpus_per_trial, gpus_per_trial, environ) == expected
 
 
-@pytest.mark.parametrize("asked", [None, "0", "yes"])
+@pytest.mark.parametrize("asked", [None, "0"])
 def test_several_gpus_keep_one_node_unless_asked_for_one_per_gpu(asked):
     environ = {} if asked is None else {"GRIDBENCH_NODE_PER_GPU": asked}
     assert layout(4, 16, 4, 1.0, environ) is None
     assert layout(1, 16, 16, 1.0, environ) == GpuNodes(("0",), (16,))  # one GPU: the head's, at no node's cost
+
+
+def test_a_layout_asked_for_in_other_words_is_refused_in_one_line():
+    with pytest.raises(UserError) as raised:
+        layout(4, 16, 4, 1.0, {"GRIDBENCH_NODE_PER_GPU": "yes"})
+    assert str(raised.value) == (
+        "GRIDBENCH_NODE_PER_GPU='yes': say 1 (one Ray node per GPU) or 0 (one node), or leave it unset"
+    )
 
 
 def test_a_node_that_does_not_start_ends_those_started_and_says_so_in_one_line(monkeypatch):
@@ -67,7 +75,7 @@ def test_a_node_that_does_not_start_ends_those_started_and_says_so_in_one_line(m
     assert sorted(started) == ["1", "3"] and ended == [2]  # started at once: those that started are ended
     assert str(raised.value) == (
         "GRIDBENCH_NODE_PER_GPU=1: Ray's node for a GPU after the first did not start (The current node timed out "
-        "during startup.); unset GRIDBENCH_NODE_PER_GPU to run the search on one node"
+        "during startup.); set GRIDBENCH_NODE_PER_GPU=0 to run the search on one node"
     )
 
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from gridbench.errors import UserError
 from gridbench.gridsearch import placement
 
-NODE_PER_GPU_ENV = "GRIDBENCH_NODE_PER_GPU"  # "1": one Ray node per GPU on several GPUs, not one node
+NODE_PER_GPU_ENV = "GRIDBENCH_NODE_PER_GPU"  # "1": one Ray node per GPU on several GPUs; "0": one node
+# Unset: one node (docs/results/around-training.md, "fourteenth").
+NODE_PER_GPU_DEFAULT = False
 # The object store of each node after the head, which holds only what its workers put: a trial's results go to the
 # driver. Ray's default (30% of the memory for each node) would promise /dev/shm several times over.
 NODE_OBJECT_STORE_BYTES = 512 * 1024**2
@@ -50,7 +52,7 @@ def layout(gpus: int, cores: int, cpus_per_trial: int, gpus_per_trial: float, en
     None too where a trial takes several GPUs (they must share a node), or where a node's share of the cores cannot
     hold the trials that share its GPU: one node holds them all then, as before.
     """
-    if gpus < 1 or gpus_per_trial > 1 or (gpus > 1 and environ.get(NODE_PER_GPU_ENV) != "1"):
+    if gpus < 1 or gpus_per_trial > 1 or (gpus > 1 and not node_per_gpu(environ)):
         return None
     share = cores // gpus
     if gpus > 1 and share < cpus_per_trial * placement.trials_per_gpu(gpus_per_trial):
@@ -60,6 +62,16 @@ def layout(gpus: int, cores: int, cpus_per_trial: int, gpus_per_trial: float, en
         return None  # Ray's own check refuses it with its message
     names = tuple(ids[:gpus]) if ids is not None else tuple(str(i) for i in range(gpus))
     return GpuNodes(gpu_ids=names, cpus=(cores - share * (gpus - 1),) + (share,) * (gpus - 1))
+
+
+def node_per_gpu(environ=os.environ) -> bool:
+    """Whether a search of several GPUs asks for one Ray node per GPU (GRIDBENCH_NODE_PER_GPU, else the default)."""
+    asked = environ.get(NODE_PER_GPU_ENV, "")
+    if asked not in ("", "0", "1"):
+        raise UserError(
+            f"{NODE_PER_GPU_ENV}={asked!r}: say 1 (one Ray node per GPU) or 0 (one node), or leave it unset"
+        )
+    return asked == "1" if asked else NODE_PER_GPU_DEFAULT
 
 
 def _visible_ids(environ) -> list[str] | None:
@@ -148,7 +160,7 @@ def add_nodes(nodes: GpuNodes) -> StartedNodes:
         first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
         raise UserError(
             f"{NODE_PER_GPU_ENV}=1: Ray's node for a GPU after the first did not start ({first}); "
-            f"unset {NODE_PER_GPU_ENV} to run the search on one node"
+            f"set {NODE_PER_GPU_ENV}=0 to run the search on one node"
         )
     return started
 
