@@ -1,12 +1,12 @@
 """How long a search's Ray of one node per GPU takes to start: the nodes after the head at once, or one after another.
 
-    GRIDBENCH_NODE_PER_GPU=1 python benchmarks/gpu_nodes_start.py [--rounds 3] [--gpus 4] [--cpus 16]
+    GRIDBENCH_NODE_PER_GPU=1 python benchmarks/gpu_nodes_start.py [--rounds 3] [--gpus 4] [--cpus 4]
 
 Runs on a CPU too: Ray is told of `--gpus` GPUs it does not check. Each round starts a RaySession with
 --prestart-workers on a local Ray of one node per GPU (gridbench.gridsearch.gpu_nodes) and prints Ray's whole start
 (RaySession's ray_start_s, as a search records it) and the nodes' part of it (gpu_nodes.add_nodes). `at-once` is
-gridbench's; `one-after-another` starts them from the calling thread in turn, as 65aaacc to e033fa7 did. The two ways
-alternate.
+gridbench's; `one-after-another` starts them from the calling thread in turn, as 65aaacc to e033fa7 did, but each
+node as gridbench's _start_node now makes it (its socket and log files' names). The two ways alternate.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ def one_after_another(nodes):
     from gridbench.gridsearch import gpu_nodes
 
     head = ray._private.worker.global_worker.node
-    started = gpu_nodes.StartedNodes([])
-    for gpu_id, cpus in zip(nodes.gpu_ids[1:], nodes.cpus[1:]):
-        started.nodes.append(gpu_nodes._start_node(head, gpu_id, cpus))
+    started, log_names = gpu_nodes.StartedNodes([]), gpu_nodes._LogNames()
+    for index, (gpu_id, cpus) in enumerate(zip(nodes.gpu_ids[1:], nodes.cpus[1:]), start=1):
+        started.nodes.append(gpu_nodes._start_node(head, index, gpu_id, cpus, log_names))
     return started
 
 

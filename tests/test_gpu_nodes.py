@@ -53,30 +53,65 @@ def test_a_layout_asked_for_in_other_words_is_refused_in_one_line():
     )
 
 
-def test_a_node_that_does_not_start_ends_those_started_and_says_so_in_one_line(monkeypatch):
-    import ray
+def test_nodes_start_at_once_and_one_that_does_not_ends_the_others_and_says_so_in_one_line(monkeypatch):
+    """Three starts meet at a barrier (one after another, the first would wait for the others in vain); the one that
+    fails is named in one line, those that started are ended, the starting threads end, and Ray's dashboard check,
+    answered once to all three, is Ray's own again."""
+    import threading
 
-    ended, started = [], []
+    import ray
+    from ray._private import utils
+
+    ended, started, answers = [], [], []
+    all_at_once = threading.Barrier(3, timeout=10)
 
     class Started:
         all_processes: dict = {}
 
-    def start_node(head, gpu_id, cpus):
+    def start_node(head, index, gpu_id, cpus, log_names):
+        all_at_once.wait()
+        answers.append(utils.get_dashboard_dependency_error())
         if gpu_id == "2":
             raise RuntimeError("The current node timed out during startup.\nmore of Ray's text")
         started.append(gpu_id)
         return Started()
 
+    stop = gpu_nodes.StartedNodes.stop
+
+    def counted_stop(self):
+        ended.append(len(self.nodes))
+        stop(self)
+
+    rays_check = utils.get_dashboard_dependency_error
     monkeypatch.setattr(ray._private.worker.global_worker, "node", object(), raising=False)
     monkeypatch.setattr(gpu_nodes, "_start_node", start_node)
-    monkeypatch.setattr(gpu_nodes.StartedNodes, "stop", lambda self: ended.append(len(self.nodes)))
+    monkeypatch.setattr(gpu_nodes.StartedNodes, "stop", counted_stop)
     with pytest.raises(UserError) as raised:
         gpu_nodes.add_nodes(GpuNodes(("0", "1", "2", "3"), (4, 4, 4, 4)))
-    assert sorted(started) == ["1", "3"] and ended == [2]  # started at once: those that started are ended
+    assert sorted(started) == ["1", "3"] and ended == [2]
     assert str(raised.value) == (
         "GRIDBENCH_NODE_PER_GPU=1: Ray's node for a GPU after the first did not start (The current node timed out "
         "during startup.); set GRIDBENCH_NODE_PER_GPU=0 to run the search on one node"
     )
+    assert len(answers) == 3 and len({id(answer) for answer in answers}) == 1
+    assert utils.get_dashboard_dependency_error is rays_check
+    deadline = time.monotonic() + 10
+    while _starting_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _starting_threads()
+
+
+def _starting_threads() -> list:
+    import threading
+
+    return [thread for thread in threading.enumerate() if thread.name.startswith("gridbench-gpu-node")]
+
+
+def test_nodes_started_at_once_take_log_names_no_other_took():
+    names = gpu_nodes._LogNames()
+    on_disk = iter(["raylet.1.out", "raylet.2.out", "raylet.3.out"])  # what each node's Ray would try next
+    assert names.take(lambda: "raylet.1.out") == "raylet.1.out"
+    assert names.take(lambda: next(on_disk)) == "raylet.2.out"  # raylet.1.out taken by the first
 
 
 def test_nodes_started_at_once_get_one_answer_to_rays_dashboard_check(monkeypatch):
@@ -163,6 +198,8 @@ def test_each_nodes_workers_see_its_gpu_before_a_trial_and_are_asked_for_ahead(m
         while not all(_workers(r) - {p.pid for p in held} for r in raylets) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert all(_workers(r) - {p.pid for p in held} for r in raylets)
+        logs = set(os.listdir(os.path.join(session.directory.ray_dir, "session_latest", "logs")))
+        assert {"raylet.out", "raylet.1.out", "raylet.2.out"} <= logs  # a log of its own for each raylet
         node_raylets = [r for r in raylets if r.pid in session.gpu_nodes.raylet_pids()]
         assert len(node_raylets) == 2
         session.gpu_nodes.stop()  # alone, before the session's end by PID would end them anyway

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -114,8 +115,14 @@ class StartedNodes:
         four nodes took 6.04 s to end on 4 H200s, against 0.46 s for one node; two took 5.45-6.17 s on 2 cores,
         against 0.39-0.42 s this way (benchmarks/gpu_nodes_stop.py; docs/results/around-training.md, "fourteenth").
         """
-        if not self.nodes:
-            return  # no import of Ray: a search refused before Ray started stops its session too
+        if self.nodes:
+            self._end_raylets(grace_s)
+        if self._threads is not None:
+            # A node that failed to register is ended here: its raylet dies with the thread that started it.
+            self._threads.shutdown(wait=False)
+        self.nodes, self._threads = [], None
+
+    def _end_raylets(self, grace_s: float) -> None:
         import psutil
 
         raylets = []
@@ -127,9 +134,6 @@ class StartedNodes:
         for raylet in still:
             with contextlib.suppress(psutil.Error):
                 raylet.kill()
-        if self._threads is not None:
-            self._threads.shutdown(wait=False)
-        self.nodes, self._threads = [], None
 
 
 NO_NODES = StartedNodes([])
@@ -139,30 +143,60 @@ def add_nodes(nodes: GpuNodes) -> StartedNodes:
     """Starts the nodes after the head (ray.init's, already up), one per remaining GPU, all at once, each from a
     thread that lives as long as its node; returns once every raylet has registered.
 
-    Call it inside local_ray.lean_start: the nodes' workers then start as the head's do. Each node gets socket files
-    of its own: Ray numbers them by the files it finds, and nodes started at once took the same.
+    Call it inside local_ray.lean_start: the nodes' workers then start as the head's do.
     """
     import ray
 
     head = ray._private.worker.global_worker.node
-    todo = list(zip(nodes.gpu_ids[1:], nodes.cpus[1:]))
-    if not todo:
+    node_specs = list(enumerate(zip(nodes.gpu_ids[1:], nodes.cpus[1:]), start=1))
+    if not node_specs:
         return NO_NODES
-    threads = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="gridbench-gpu-node")
+    log_names = _LogNames()
     with _dashboard_check_once():
-        starts = [threads.submit(_start_node, head, *job) for job in todo]
-        wait(starts)
-    started = StartedNodes([start.result() for start in starts if start.exception() is None], threads)
+        start_pool = ThreadPoolExecutor(max_workers=len(node_specs), thread_name_prefix="gridbench-gpu-node")
+        starts = [
+            start_pool.submit(_start_node, head, index, gpu_id, cpus, log_names) for index, (gpu_id, cpus) in node_specs
+        ]
+        started = _once_all_ended(starts, start_pool)
     failed = next((start.exception() for start in starts if start.exception() is not None), None)
     if failed is not None:
         started.stop()
-        threads.shutdown(wait=False)
         first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
         raise UserError(
             f"{NODE_PER_GPU_ENV}=1: Ray's node for a GPU after the first did not start ({first}); "
             f"set {NODE_PER_GPU_ENV}=0 to run the search on one node"
         )
     return started
+
+
+def _once_all_ended(starts: list, start_pool: ThreadPoolExecutor) -> StartedNodes:
+    """The nodes whose start succeeded, once every start has ended. Interrupted (a signal, Ctrl-C), it still waits for
+    them, a second or two, and ends those that started before the interrupt goes on: none is left unknown."""
+    try:
+        wait(starts)
+    except BaseException:
+        wait(starts)
+        StartedNodes([start.result() for start in starts if start.exception() is None], start_pool).stop()
+        raise
+    return StartedNodes([start.result() for start in starts if start.exception() is None], start_pool)
+
+
+class _LogNames:
+    """The log files' names taken by the nodes starting at once. Ray's Node numbers a node's files by those it finds
+    on disk, so nodes started together took the same (one raylet.1.out for two raylets) and wrote into each other's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken: set[str] = set()
+
+    def take(self, next_name) -> str:
+        """The first of `next_name()`'s names that no other node took."""
+        with self._lock:
+            name = next_name()
+            while name in self._taken:
+                name = next_name()
+            self._taken.add(name)
+            return name
 
 
 @contextlib.contextmanager
@@ -188,11 +222,15 @@ def _dashboard_check_once():
         utils.get_dashboard_dependency_error = check
 
 
-def _start_node(head, gpu_id: str, cpus: int):
+def _start_node(head, index: int, gpu_id: str, cpus: int, log_names: _LogNames):
     from ray._private.node import Node  # Ray's own, as ray.cluster_utils uses it: no public way to add a node
     from ray._private.parameter import RayParams
 
-    suffix = f".gpu{gpu_id}"
+    class NodeOfItsOwnLogs(Node):
+        def _make_inc_temp(self, *args, **kwargs):  # Ray's own, which names its log files
+            return log_names.take(lambda: Node._make_inc_temp(self, *args, **kwargs))
+
+    suffix = f".{index}"  # socket files of its own, as short as Ray's own numbering: the paths must fit 107 bytes
     params = RayParams(
         gcs_address=head.gcs_address,
         node_ip_address=head.node_ip_address,
@@ -208,4 +246,4 @@ def _start_node(head, gpu_id: str, cpus: int):
         raylet_socket_name=head.raylet_socket_name + suffix,
     )
     params.dashboard_agent_listen_port = None  # a port of its own, not the head agent's
-    return Node(params, head=False, shutdown_at_exit=False, spawn_reaper=True)
+    return NodeOfItsOwnLogs(params, head=False, shutdown_at_exit=False, spawn_reaper=True)
