@@ -10,8 +10,9 @@ that GPU: every worker sees it alone, and Ray's setup hook starts it beside the 
 
 A search of several GPUs keeps one node unless GRIDBENCH_NODE_PER_GPU=1 asks for one node per GPU: the head, given the
 first GPU, and one more for each other GPU, joining it as ray.cluster_utils adds nodes (Ray's Node), each with its share
-of the cores, all at once. Every worker's first trial then lost its GPU's start, but with the nodes started one after
-another the command grew longer on 4 H200s, so it is not the default (docs/results/around-training.md, "fourteenth").
+of the cores, all at once. Every worker's first trial then lost its GPU's start, but on 4 H200s the 4-GPU command took
+2.0 s longer than on one node, with a makespan no shorter, so it is not the default (docs/results/around-training.md,
+"fifteenth").
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gridbench.errors import UserError
 from gridbench.gridsearch import placement
 
 NODE_PER_GPU_ENV = "GRIDBENCH_NODE_PER_GPU"  # "1": one Ray node per GPU on several GPUs; "0": one node
-# Unset: one node (docs/results/around-training.md, "fourteenth").
+# Unset: one node (docs/results/around-training.md, "fifteenth").
 NODE_PER_GPU_DEFAULT = False
 # The object store of each node after the head, which holds only what its workers put: a trial's results go to the
 # driver. Ray's default (30% of the memory for each node) would promise /dev/shm several times over.
@@ -115,7 +116,7 @@ class StartedNodes:
         four nodes took 6.04 s to end on 4 H200s, against 0.46 s for one node; two took 5.45-6.17 s on 2 cores,
         against 0.39-0.42 s this way (benchmarks/gpu_nodes_stop.py; docs/results/around-training.md, "fourteenth").
         """
-        if self.nodes:
+        if self.nodes:  # none: no import of Ray, so a search refused before Ray started stops its session too
             self._end_raylets(grace_s)
         if self._threads is not None:
             # A node that failed to register is ended here: its raylet dies with the thread that started it.
