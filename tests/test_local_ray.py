@@ -129,14 +129,24 @@ def test_a_lean_start_learns_that_its_raylet_registered_by_reading_the_node_tabl
     assert 2 <= never.reads <= 0.1 / local_ray.NODE_POLL_S + 2 and never.disconnected
 
 
-def test_an_unknown_choice_of_start_is_refused_in_one_line(tmp_path):
-    env = {**os.environ, local_ray.CHOICE_ENV: "fast"}
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        ("GRIDBENCH_RAY_START", "fast", "GRIDBENCH_RAY_START='fast': say lean (the default) or ray, or leave it unset"),
+        (
+            "GRIDBENCH_NODE_PER_GPU",
+            "yes",
+            "GRIDBENCH_NODE_PER_GPU='yes': say 1 (one Ray node per GPU) or 0 (one node), or leave it unset",
+        ),
+    ],
+)
+def test_an_unknown_choice_of_start_is_refused_in_one_line_leaving_nothing(tmp_path, variable, value, line):
+    env = {**os.environ, variable: value}
     command = [sys.executable, "-m", "gridbench", "search", "digits", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert result.returncode != 0
-    assert result.stderr.splitlines() == [
-        "gridbench: error: GRIDBENCH_RAY_START='fast': say lean (the default) or ray, or leave it unset"
-    ], result.stderr
+    assert result.stderr.splitlines() == [f"gridbench: error: {line}"], result.stderr
+    assert list(tmp_path.iterdir()) == []  # no store, and no journal's directory beside it
 
 
 def _ray_processes() -> list[psutil.Process]:

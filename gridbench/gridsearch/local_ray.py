@@ -56,6 +56,14 @@ def system_config(start: str) -> dict[str, int]:
     return dict(LEAN_SYSTEM_CONFIG) if start == LEAN else {}
 
 
+def choice() -> str:
+    """How a local Ray is asked to start, by GRIDBENCH_RAY_START: LEAN (the default) or RAY; raises UserError."""
+    asked = os.environ.get(CHOICE_ENV, LEAN)
+    if asked not in (LEAN, RAY):
+        raise UserError(f"{CHOICE_ENV}={asked!r}: say {LEAN} (the default) or {RAY}, or leave it unset")
+    return asked
+
+
 @contextlib.contextmanager
 def lean_start(raylet_env: dict[str, str] | None = None) -> Iterator[str]:
     """While ray.init starts a local Ray (dashboard off), it starts lean where it can; yields LEAN or RAY.
@@ -63,10 +71,7 @@ def lean_start(raylet_env: dict[str, str] | None = None) -> Iterator[str]:
     `raylet_env`: variables for the raylets started meanwhile (their workers inherit them), beneath a node's own
     (gridbench.gridsearch.gpu_nodes); only where it starts lean.
     """
-    choice = os.environ.get(CHOICE_ENV, LEAN)
-    if choice not in (LEAN, RAY):
-        raise UserError(f"{CHOICE_ENV}={choice!r}: say {LEAN} (the default) or {RAY}, or leave it unset")
-    hooks = _hooks() if choice == LEAN else None
+    hooks = _hooks() if choice() == LEAN else None
     if hooks is None:
         yield RAY
         return

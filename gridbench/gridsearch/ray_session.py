@@ -255,8 +255,6 @@ class RaySession:
         """Starts a local Ray, or joins a cluster. `trial_share`, a trial's CPUs and GPUs: with --prestart-workers on
         a local Ray, the head's raylet names a search's one GPU, and several get one node per GPU where
         GRIDBENCH_NODE_PER_GPU=1 and the cores allow it (gridbench.gridsearch.gpu_nodes.layout)."""
-        if not options.address:
-            gpu_nodes.node_per_gpu()  # GRIDBENCH_NODE_PER_GPU other than 0 or 1: refused before anything starts
         _quiet_ray()
         if not options.address:
             lifecycle.local_ray_environment()
