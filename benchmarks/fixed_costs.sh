@@ -8,7 +8,7 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached jaxfloor prestart preload firstrun against (default: the first six,
+#   steps: headline floor peer both fused attached jaxfloor prestart preload firstrun processes against (default: the first six,
 #   in that order)
 #   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
@@ -21,6 +21,10 @@
 #   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page
 #   cache and Ray have run before.
+#   processes: for each of PROCESS_CORES (default "8 4": 2 and 4 processes on 16 cores), in turn, PAIRS times, the
+#   headline as typed on an empty compile cache of its own, with gridbench.gridsearch.precompile.CORES_PER_PROCESS
+#   set to it (and nothing else changed), its search directory kept: benchmarks/precompile_timeline.py's timeline
+#   of its compiling processes in processes-CORES-I-timeline.txt.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
 #   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
 #   checkout's, in turn (after `headline`, which fills the compile cache).
@@ -75,6 +79,18 @@ for step in $steps; do
                   code=$([ "$side" = before ] && echo "$before:"); cache=$work/first-cache-$side-$i; rm -rf "$cache"
                   PYTHONPATH="$code${PYTHONPATH:-}" GRIDBENCH_CACHE_DIR=$cache timed "headline-first-$side-$i" \
                     python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; rm -rf "$cache"; done; done ;;
+    processes) for i in $(seq 1 "${PAIRS:-3}"); do for cores in ${PROCESS_CORES:-8 4}; do
+                 name=processes-$cores-$i; cache=$work/$name-cache; kept=$work/$name-tmp; rm -rf "$cache" "$kept"
+                 mkdir -p "$kept"; since=$(date +%s.%N)
+                 TMPDIR=$kept GRIDBENCH_CACHE_DIR=$cache timed "$name" python3 -c 'import sys
+from gridbench.gridsearch import precompile
+precompile.CORES_PER_PROCESS = int(sys.argv.pop(1))
+from gridbench.cli import run
+run()' "$cores" search mnist --device gpu --tracking-uri "$uri" --keep-ray-logs
+                 for dir in "$kept"/gridbench-*; do [ -d "$dir/precompile" ] && \
+                   python3 "$here/benchmarks/precompile_timeline.py" "$dir" --since "$since"; done \
+                   >"$out/$name-timeline.txt" 2>&1
+                 rm -rf "$cache" "$kept"; done; done ;;
     preload) for i in 1 2 3; do for mode in cold preload; do
                CUDA_VISIBLE_DEVICES=0 timed "preload-$mode-$i" python3 "$here/benchmarks/gpu_lib_preload.py" "$mode"
              done; done ;;

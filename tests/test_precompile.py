@@ -59,7 +59,9 @@ def test_one_process_per_eight_cores_and_never_more_than_programs():
 
 def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_what_still_runs(tmp_path):
     results = tmp_path / "programs-0.jsonl"
-    lines = [
+    lines = [  # the driver's launch, the process's preparation (times for a timeline), then its programs
+        {"launched_at": 1.0e9},
+        {"prepared": True, "started_at": 1.0e9 + 0.2, "imports_s": 2.0, "data_s": 0.5, "at": 1.0e9 + 2.7},
         {"index": 0, "compile_s": 2.5, "cached": False, "wall_s": 2.6},
         {"index": 1, "compile_s": 0.1, "cached": True, "wall_s": 0.1},
         {"index": 2, "error": "ValueError: no", "wall_s": 0.0},

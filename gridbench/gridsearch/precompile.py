@@ -120,6 +120,8 @@ class Precompiler:
             job, result = os.path.join(directory, f"job-{i}.pickle"), os.path.join(directory, f"programs-{i}.jsonl")
             with open(job, "wb") as out:
                 pickle.dump((context, list(range(i, programs, count))), out)
+            with open(result, "w", encoding="utf-8") as lines:  # when, for a timeline (the process appends)
+                lines.write(json.dumps({"launched_at": time.time()}) + "\n")
             logs.append(os.path.join(directory, f"log-{i}.txt"))
             with open(logs[-1], "w") as log:
                 processes.append(
@@ -169,6 +171,7 @@ class Precompiler:
             try:
                 with open(path, encoding="utf-8") as results:
                     own = [json.loads(line) for line in results if line.strip()]
+                own = [line for line in own if "index" in line]  # a program's, not "launched_at" or "prepared"
             except (OSError, ValueError):
                 own = []
             lines += own

@@ -14,7 +14,10 @@ They are separate processes, not threads in a worker, because compiling in threa
 beside a trial in its own process starved it: 30 s for its own program, against about
 4 s alone (docs/results/h100-issue15.md).
 Each compiled program is one JSON line in RESULTS, which the driver reads back for the
-search's record; nothing is written to the store from here.
+search's record; nothing is written to the store from here. Each line, and one more written first
+("prepared": the imports, the data and the compile cache ready), carries its wall-clock time (`at`, seconds
+since the epoch), so that a kept search directory (--keep-ray-logs) shows when each process could begin to
+compile and when each program was ready (benchmarks/precompile_timeline.py).
 """
 
 from __future__ import annotations
@@ -109,18 +112,24 @@ def program_session(entry, context: TrialContext, index: int, data):
     return session if hasattr(session, "compile_detached") else None  # Keras fit: its first trial compiles it
 
 
-def compile_programs(context: TrialContext, indices: list[int], results) -> None:
-    """Compiles the programs at `indices`; writes one JSON line per program to `results` as each is ready."""
+def compile_programs(context: TrialContext, indices: list[int], results, started: float | None = None) -> None:
+    """Compiles the programs at `indices`; writes one JSON line per program to `results` as each is ready,
+    after one saying when this process was prepared to compile (`started`: its main's wall-clock start)."""
     from gridbench.workloads.programs import PROGRAMS
 
+    started = time.time() if started is None else started
     workload = context.resolve_workload()
     keras_import.import_for(workload)
     entry = workload.load_train()
     entry.prepare(context)  # the search's compile cache and its per-program locks
+    imported = time.time()
     data = load_data(context, context.params)
+    prepared = {"prepared": True, "started_at": started, "imports_s": imported - started}
+    results.write(json.dumps({**prepared, "data_s": time.time() - imported, "at": time.time()}) + "\n")
+    results.flush()
     sessions, ready = [], []
     for index in indices:
-        started = time.perf_counter()
+        began = time.perf_counter()
         line: dict = {"index": index}
         try:
             session = program_session(entry, context, index, data)
@@ -134,7 +143,7 @@ def compile_programs(context: TrialContext, indices: list[int], results) -> None
         except Exception as err:  # noqa: BLE001 - the trial that needs it compiles it, and says why if it fails too
             line["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
             traceback.print_exc()
-        line["wall_s"] = time.perf_counter() - started
+        line.update(wall_s=time.perf_counter() - began, at=time.time())
         results.write(json.dumps(line) + "\n")
         results.flush()
     if save_unsaved(sessions):
@@ -163,6 +172,7 @@ def save_unsaved(sessions: list) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.time()
     os.nice(NICENESS)
     job_path, results_path = argv if argv is not None else sys.argv[1:]
     with open(job_path, "rb") as job:
@@ -173,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         os.environ.pop("XLA_PYTHON_CLIENT_MEM_FRACTION", None)
     with open(results_path, "a", encoding="utf-8") as results:
-        compile_programs(context, indices, results)
+        compile_programs(context, indices, results, started)
     return 0
 
 
