@@ -22,7 +22,7 @@
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page
 #   cache and Ray have run before.
 #   processes: for each of PROCESS_CORES (default "8 4": 2 and 4 processes on 16 cores), in turn, PAIRS times, the
-#   headline as typed on an empty compile cache of its own, with gridbench.gridsearch.precompile.CORES_PER_PROCESS
+#   headline as typed on an empty compile cache of its own, with gridbench.gridsearch.precompile.GPU_CORES_PER_PROCESS
 #   set to it (and nothing else changed), its search directory kept: benchmarks/precompile_timeline.py's timeline
 #   of its compiling processes in processes-CORES-I-timeline.txt.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
@@ -84,7 +84,7 @@ for step in $steps; do
                  mkdir -p "$kept"; since=$(date +%s.%N)
                  TMPDIR=$kept GRIDBENCH_CACHE_DIR=$cache timed "$name" python3 -c 'import sys
 from gridbench.gridsearch import precompile
-precompile.CORES_PER_PROCESS = int(sys.argv.pop(1))
+precompile.GPU_CORES_PER_PROCESS = int(sys.argv.pop(1))
 from gridbench.cli import run
 run()' "$cores" search mnist --device gpu --tracking-uri "$uri" --keep-ray-logs
                  for dir in "$kept"/gridbench-*; do [ -d "$dir/precompile" ] && \

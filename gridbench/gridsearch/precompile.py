@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 # 3-5 s to start the first trial (docs/results/h100-issue15.md). Fewer processes, each below the trials' priority
 # (gridbench.trial.precompile.NICENESS).
 CORES_PER_PROCESS = 8
+# On a GPU since 2026-12-06, one process per 4 cores: each process spends seconds importing and reading the data
+# before it compiles, and a process of two programs compiles them one after the other. On one H200 of 16 cores,
+# the headline's first run on an empty cache took 18.36 and 18.97 s with 4 processes against 20.99 and 21.83 s
+# with 2, alternating (docs/results/around-training.md, "sixteenth").
+GPU_CORES_PER_PROCESS = 4
 MAX_PROCESSES = 8
 
 # --compile-ahead auto: on a GPU, and on a CPU of CORES_PER_PROCESS cores or more. On the developer
@@ -81,8 +86,9 @@ def program_count(plan: SearchPlan, programs: int) -> int:
     return programs if "compiled" in loops else 0
 
 
-def process_count(programs: int, cores: int) -> int:
-    return min(programs, max(1, cores // CORES_PER_PROCESS), MAX_PROCESSES)
+def process_count(programs: int, cores: int, device: str = "cpu") -> int:
+    per_process = GPU_CORES_PER_PROCESS if device == "gpu" else CORES_PER_PROCESS
+    return min(programs, max(1, cores // per_process), MAX_PROCESSES)
 
 
 class Precompiler:
@@ -109,7 +115,7 @@ class Precompiler:
     @classmethod
     def start(cls, plan: SearchPlan, context: TrialContext, programs: int, directory: str) -> Precompiler:
         """Starts the processes, each with every n-th program in the grid's order, so the first trials' come first."""
-        count = process_count(programs, plan.cpus)
+        count = process_count(programs, plan.cpus, plan.options.device)
         os.makedirs(directory, exist_ok=True)
         env = _environment(plan)
         context = replace(context, cpus=max(1, plan.cpus // count))  # the threads each process compiles with
