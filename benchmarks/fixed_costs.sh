@@ -80,8 +80,10 @@ for step in $steps; do
                   PYTHONPATH="$code${PYTHONPATH:-}" GRIDBENCH_CACHE_DIR=$cache timed "headline-first-$side-$i" \
                     python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; rm -rf "$cache"; done; done ;;
     processes) for i in $(seq 1 "${PAIRS:-3}"); do for cores in ${PROCESS_CORES:-8 4}; do
-                 name=processes-$cores-$i; cache=$work/$name-cache; kept=$work/$name-tmp; rm -rf "$cache" "$kept"
-                 mkdir -p "$kept"; since=$(date +%s.%N)
+                 # A short TMPDIR: under a longer one the search's directory goes to /tmp (SearchDirectory.MAX_PATH),
+                 # and on 2026-12-06 the timelines were found empty for that reason.
+                 name=processes-$cores-$i; cache=$work/$name-cache; rm -rf "$cache"
+                 kept=$(mktemp -d /tmp/gbp-XXXXXX); since=$(date +%s.%N)
                  TMPDIR=$kept GRIDBENCH_CACHE_DIR=$cache timed "$name" python3 -c 'import sys
 from gridbench.gridsearch import precompile
 precompile.GPU_CORES_PER_PROCESS = int(sys.argv.pop(1))
