@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 # (gridbench.trial.precompile.NICENESS).
 CORES_PER_PROCESS = 8
 # On a GPU since 2026-12-06, one process per 4 cores: each process spends seconds importing and reading the data
-# before it compiles, and a process of two programs compiles them one after the other. On one H200 of 16 cores,
-# the headline's first run on an empty cache took 18.36 and 18.97 s with 4 processes against 20.99 and 21.83 s
+# before it compiles, and a process of two programs compiles them one after the other. On one H100 of 16 cores,
+# the headline's first run on an empty cache took 18.05 and 20.60 s with 4 processes against 20.85 and 21.53 s
 # with 2, alternating (docs/results/around-training.md, "sixteenth").
 GPU_CORES_PER_PROCESS = 4
 MAX_PROCESSES = 8
