@@ -21,7 +21,7 @@
 #   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page
 #   cache and Ray have run before.
-#   processes: for each of PROCESS_CORES (default "8 4": 2 and 4 processes on 16 cores), in turn, PAIRS times, the
+#   processes: for each of PROCESS_CORES (default "8 4": 2 and 4 processes on 16 cores), in turn, PAIRS times (default 3), the
 #   headline as typed on an empty compile cache of its own, with gridbench.gridsearch.precompile.GPU_CORES_PER_PROCESS
 #   set to it (and nothing else changed), its search directory kept: benchmarks/precompile_timeline.py's timeline
 #   of its compiling processes in processes-CORES-I-timeline.txt.

@@ -5,7 +5,7 @@
 SEARCH_DIR is a search's directory kept with --keep-ray-logs (it holds precompile/programs-N.jsonl, written by
 gridbench.gridsearch.precompile and gridbench.trial.precompile). Times are seconds after --since (the command's
 start, e.g. `date +%s.%N` just before it), else after the first process's launch. For each process: its launch,
-its imports (the framework and the workload) and what it then waited for the data, then each program's end:
+its imports (the framework and the workload) and the data's read, then each program's end with its seconds:
 `build` is the model's and the session's making, `compile` what the program records (tracing, lowering and XLA's
 compilation, or the cache's read).
 """
@@ -23,12 +23,6 @@ def read_lines(path: str) -> list[dict]:
         return [json.loads(line) for line in lines if line.strip()]
 
 
-def data_wait(prepared: dict) -> float:
-    """What the process waited for its data after its imports: the whole read until 2026-12-06 ("data_s"), since
-    then only the rest of a read begun beside the imports (mnist's and CIFAR-10's files)."""
-    return prepared.get("data_wait_s", prepared.get("data_s", 0.0))
-
-
 def process_rows(lines: list[dict], zero: float) -> list[str]:
     rows = []
     for line in lines:
@@ -37,7 +31,7 @@ def process_rows(lines: list[dict], zero: float) -> list[str]:
         elif line.get("prepared"):
             rows.append(
                 f"  {line['at'] - zero:7.2f}  prepared: main began at {line['started_at'] - zero:.2f}, "
-                f"imports {line['imports_s']:.2f} s, then {data_wait(line):.2f} s waiting for the data"
+                f"imports {line['imports_s']:.2f} s, data {line['data_s']:.2f} s"
             )
         elif "index" in line:
             what = "error: " + line["error"] if "error" in line else "loaded" if line.get("cached") else "compiled"

@@ -53,10 +53,10 @@ def test_programs_are_compiled_ahead_only_where_a_trial_could_load_them(options,
 
 
 def test_one_process_per_eight_cores_on_a_cpu_four_on_a_gpu_and_never_more_than_programs():
-    assert [process_count(programs, 16) for programs in (1, 4, 9)] == [1, 2, 2]
+    assert [process_count(programs, 16, "cpu") for programs in (1, 4, 9)] == [1, 2, 2]
     assert [process_count(programs, 16, "gpu") for programs in (1, 4, 9)] == [1, 4, 4]
-    assert process_count(8, 2) == 1 and process_count(8, 2, "gpu") == 1
-    assert process_count(64, 128) == process_count(64, 128, "gpu") == 8
+    assert process_count(8, 2, "cpu") == 1 and process_count(8, 2, "gpu") == 1
+    assert process_count(64, 128, "cpu") == process_count(64, 128, "gpu") == 8
 
 
 def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_what_still_runs(tmp_path):

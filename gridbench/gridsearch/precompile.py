@@ -40,12 +40,12 @@ if TYPE_CHECKING:
 # XLA's GPU compiler runs on many threads: on an H100's 16 cores, four processes compiling at once took
 # 55-64 s of XLA time for four programs that take 4.5-6 s each alone, and Tune took up to 14 s instead of
 # 3-5 s to start the first trial (docs/results/h100-issue15.md). Fewer processes, each below the trials' priority
-# (gridbench.trial.precompile.NICENESS).
+# (gridbench.trial.precompile.NICENESS). A CPU search keeps one per 8 cores.
 CORES_PER_PROCESS = 8
-# On a GPU since 2026-12-06, one process per 4 cores: each process spends seconds importing and reading the data
-# before it compiles, and a process of two programs compiles them one after the other. On one H100 of 16 cores,
-# the headline's first run on an empty cache took 18.05 and 20.60 s with 4 processes against 20.85 and 21.53 s
-# with 2, alternating (docs/results/around-training.md, "sixteenth").
+# On a GPU that finding no longer held with 2026-12-06's code: with 4 processes each program waited behind none in
+# its own process, and on one H100 of 16 cores the headline's first run on an empty cache took 18.05 and 20.60 s,
+# against 20.85 and 21.53 s with 2, alternating; its first trial waited longer for its program, 7.29 and 8.55 s
+# against 5.07 and 4.83 s (docs/results/around-training.md, "sixteenth").
 GPU_CORES_PER_PROCESS = 4
 MAX_PROCESSES = 8
 
@@ -86,7 +86,7 @@ def program_count(plan: SearchPlan, programs: int) -> int:
     return programs if "compiled" in loops else 0
 
 
-def process_count(programs: int, cores: int, device: str = "cpu") -> int:
+def process_count(programs: int, cores: int, device: str) -> int:
     per_process = GPU_CORES_PER_PROCESS if device == "gpu" else CORES_PER_PROCESS
     return min(programs, max(1, cores // per_process), MAX_PROCESSES)
 
@@ -126,8 +126,8 @@ class Precompiler:
             job, result = os.path.join(directory, f"job-{i}.pickle"), os.path.join(directory, f"programs-{i}.jsonl")
             with open(job, "wb") as out:
                 pickle.dump((context, list(range(i, programs, count))), out)
-            with open(result, "w", encoding="utf-8") as lines:  # when, for a timeline (the process appends)
-                lines.write(json.dumps({"launched_at": time.time()}) + "\n")
+            with open(result, "w", encoding="utf-8") as out:  # when, for a timeline (the process appends)
+                out.write(json.dumps({"launched_at": time.time()}) + "\n")
             logs.append(os.path.join(directory, f"log-{i}.txt"))
             with open(logs[-1], "w") as log:
                 processes.append(

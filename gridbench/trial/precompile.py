@@ -15,9 +15,9 @@ beside a trial in its own process starved it: 30 s for its own program, against 
 4 s alone (docs/results/h100-issue15.md).
 Each compiled program is one JSON line in RESULTS, which the driver reads back for the
 search's record; nothing is written to the store from here. Each line, and one more written first
-("prepared": the imports done and the data read, with what was still waited for the data after the imports),
-carries its wall-clock time (`at`, seconds since the epoch), so that a kept search directory (--keep-ray-logs)
-shows when each process could begin to compile and when each program was ready (benchmarks/precompile_timeline.py).
+("prepared": the imports, the data and the compile cache ready), carries its wall-clock time (`at`, seconds
+since the epoch), so that a kept search directory (--keep-ray-logs) shows when each process could begin to
+compile and when each program was ready (benchmarks/precompile_timeline.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from importlib import metadata
 
 from gridbench.trial import keras_import
 from gridbench.trial.context import TrialContext, configure_process
-from gridbench.trial.steps import data_read, load_data, start_data_read
+from gridbench.trial.steps import load_data
 from gridbench.workloads import program_key, source_digest
 
 NICENESS = 10  # these processes yield the cores to what they run beside: Ray's start, Tune, the trials
@@ -118,16 +118,14 @@ def compile_programs(context: TrialContext, indices: list[int], results, started
     from gridbench.workloads.programs import PROGRAMS
 
     started = time.time() if started is None else started
-    start_data_read(context, context.params)  # mnist's and CIFAR-10's files, beside the imports, as a trial does
     workload = context.resolve_workload()
     keras_import.import_for(workload)
     entry = workload.load_train()
     entry.prepare(context)  # the search's compile cache and its per-program locks
     imported = time.time()
-    data_read()  # the read begun above, if any: load_data then finds its data
     data = load_data(context, context.params)
     prepared = {"prepared": True, "started_at": started, "imports_s": imported - started}
-    results.write(json.dumps({**prepared, "data_wait_s": time.time() - imported, "at": time.time()}) + "\n")
+    results.write(json.dumps({**prepared, "data_s": time.time() - imported, "at": time.time()}) + "\n")
     results.flush()
     sessions, ready = [], []
     for index in indices:
