@@ -19,8 +19,8 @@ import os
 
 
 def read_lines(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines if line.strip()]
+    with open(path, encoding="utf-8") as results:
+        return [json.loads(line) for line in results if line.strip()]
 
 
 def process_rows(lines: list[dict], zero: float) -> list[str]:
