@@ -112,20 +112,25 @@ def program_session(entry, context: TrialContext, index: int, data):
     return session if hasattr(session, "compile_detached") else None  # Keras fit: its first trial compiles it
 
 
-def compile_programs(context: TrialContext, indices: list[int], results, started: float | None = None) -> None:
+def compile_programs(context: TrialContext, indices: list[int], results, started: float) -> None:
     """Compiles the programs at `indices`; writes one JSON line per program to `results` as each is ready,
     after one saying when this process was prepared to compile (`started`: its main's wall-clock start)."""
     from gridbench.workloads.programs import PROGRAMS
 
-    started = time.time() if started is None else started
     workload = context.resolve_workload()
     keras_import.import_for(workload)
     entry = workload.load_train()
     entry.prepare(context)  # the search's compile cache and its per-program locks
     imported = time.time()
     data = load_data(context, context.params)
-    prepared = {"prepared": True, "started_at": started, "imports_s": imported - started}
-    results.write(json.dumps({**prepared, "data_s": time.time() - imported, "at": time.time()}) + "\n")
+    prepared_at = time.time()
+    prepared = {
+        "prepared": True,
+        "started_at": started,
+        "imports_s": imported - started,
+        "data_s": prepared_at - imported,
+    }
+    results.write(json.dumps({**prepared, "at": prepared_at}) + "\n")
     results.flush()
     sessions, ready = [], []
     for index in indices:
