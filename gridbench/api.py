@@ -323,7 +323,7 @@ def search(
         # As the command line does: Ray starts while the plan is checked (a user's model in its subprocess).
         session = RaySession(open_store_early=True)
         try:
-            plans = (plan_search(spec, _options(device, options), session.start, session.planned),)
+            plans = (plan_search(spec, _options(device, options), session.start, session.planned, session.assumed),)
         except BaseException:
             session.stop()
             raise

@@ -392,7 +392,7 @@ def _search(args: argparse.Namespace) -> int:
     else:
         try:  # Ray starts while the backends are asked about GPUs; a resume is checked against its run first
             options = _search_options(args, args.device, named.get(args.device))
-            starting = (session.start, session.planned) if not args.resume else ()
+            starting = (session.start, session.planned, session.assumed) if not args.resume else ()
             plans = [plan_search(spec, options, *starting)]
         except BaseException:
             session.stop()

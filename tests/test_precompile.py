@@ -26,7 +26,7 @@ from gridbench.trial.precompile import READY_DIR, all_ready, mark_ready, ready_n
 def _plan(execution: str = "trials", **options):
     params = {"train_loop": options.pop("train_loop")} if "train_loop" in options else {}
     spec = load_spec("digits").with_overrides(params, {"hidden_units": ["16", "32"], "learning_rate": ["0.1", "0.01"]})
-    return plan_search(spec.with_execution(execution), SearchOptions(cpus_per_trial=1, **options))
+    return plan_search(spec.with_execution(execution), SearchOptions(**{"cpus_per_trial": 1, **options}))
 
 
 ON = {"compile_ahead": "on"}
@@ -205,3 +205,97 @@ def test_on_a_gpu_the_trials_load_the_programs_compiled_while_ray_started(tmp_pa
         assert tags[schema.DEVICE_ACTUAL] == "gpu:0" and tags["train_loop"] == "compiled"
         assert tags[schema.PROGRAM_CACHED] == "yes" and child.data.metrics[schema.PROGRAMS_AHEAD] == 0
     assert_read_saved_executables(children)
+
+
+def _gpu_events(monkeypatch, options: SearchOptions) -> list[tuple]:
+    """What plan_search hands its two callbacks for a search of digits, on a machine faked to have one GPU:
+    ("assumed", backend, backends asked so far) before asking, then ("planned", backend)."""
+    from gridbench import environment
+    from gridbench.gridsearch import backends
+
+    monkeypatch.setattr(environment, "visible_gpu_count", lambda: 1)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    spec = load_spec("digits")
+    events: list[tuple] = []
+    probes = backends.probe  # the test's fake: the backends asked so far are in its `asked`
+    asked_before = len(probes.asked)
+    plan_search(
+        spec,
+        options,
+        None,
+        lambda plan: events.append(("planned", plan.backend)),
+        lambda plan: events.append(("assumed", plan.backend, len(probes.asked) - asked_before)),
+    )
+    return events
+
+
+def test_a_gpu_search_starts_on_the_backend_its_answer_most_likely_names_before_asking(monkeypatch, fake_probes):
+    # No backend named: the first installed of jax, torch, tensorflow, before any is asked; JAX sees the GPU.
+    assert _gpu_events(monkeypatch, SearchOptions(device="gpu")) == [("assumed", "jax", 0), ("planned", "jax")]
+    # A backend named is assumed, and still asked.
+    fake_probes.seeing = {"jax", "torch"}
+    assert _gpu_events(monkeypatch, SearchOptions(device="gpu", backend="torch")) == [
+        ("assumed", "torch", 0),
+        ("planned", "torch"),
+    ]
+    assert fake_probes.asked[-1] == "torch"
+    # The answer differs (JAX sees no GPU here, PyTorch does): the planned search is PyTorch's.
+    fake_probes.seeing = {"torch"}
+    assert _gpu_events(monkeypatch, SearchOptions(device="gpu")) == [("assumed", "jax", 0), ("planned", "torch")]
+    # Nothing to ask, nothing assumed: a CPU search, or a backend chosen already (--device both's CPU half).
+    assert _gpu_events(monkeypatch, SearchOptions(device="cpu")) == [("planned", "tensorflow")]
+
+
+class _FakePrecompiler:
+    def __init__(self, context):
+        self.context, self.stopped, self.pids = context, False, []
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_compiling_on_an_assumed_plan_goes_on_where_the_answer_confirms_it_and_ends_otherwise(monkeypatch, tmp_path):
+    from gridbench.gridsearch.ray_session import RaySession
+
+    monkeypatch.setenv("GRIDBENCH_CACHE_DIR", str(tmp_path / "cache"))  # no program ready from other tests
+    started = []
+    monkeypatch.setattr(
+        Precompiler, "start", lambda plan, context, *rest: started.append(_FakePrecompiler(context)) or started[-1]
+    )
+    assumed = _plan(backend="jax", train_loop="compiled", compile_ahead="on")
+    session = RaySession()
+    session.assumed(assumed)
+    session.planned(_plan(backend="jax", train_loop="compiled", compile_ahead="on"))  # the same programs
+    assert len(started) == 1 and not started[0].stopped
+    # Confirmed otherwise (here: other threads per trial, so other compiling processes' contexts): ended, replaced.
+    session.planned(_plan(backend="jax", train_loop="compiled", compile_ahead="on", cpus_per_trial=2))
+    assert len(started) == 2 and started[0].stopped and started[1].context.cpus == 2
+    # A plan with nothing to compile ahead ends what an assumed one started.
+    session.planned(_plan(backend="tensorflow", compile_ahead="on"))
+    assert started[1].stopped and session.precompiler is None
+    session.stop()
+
+
+@pytest.mark.slow
+def test_a_compiling_process_for_a_gpu_that_jax_cannot_see_compiles_nothing_and_marks_nothing_ready(tmp_path):
+    import pickle
+
+    plan, context = _ready_context(tmp_path)
+    context = replace(context, device="gpu", gpus_per_trial=1.0)  # this machine's JAX has no GPU: it would fall back
+    job, results = tmp_path / "job.pickle", tmp_path / "programs-0.jsonl"
+    job.write_bytes(pickle.dumps((context, [0, 1])))
+    done = subprocess.run(
+        [sys.executable, "-m", "gridbench.trial.precompile", str(job), str(results)],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "CUDA_VISIBLE_DEVICES": "0",
+        },  # as the driver hands it the first GPU (precompile._environment)
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    programs = [line for line in lines if "index" in line]
+    assert [line["index"] for line in programs] == [0, 1]
+    assert all("not a GPU" in line["error"] for line in programs)
+    assert not (tmp_path / "cache" / READY_DIR).exists()

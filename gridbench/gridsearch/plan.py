@@ -5,6 +5,7 @@ spec + options -> backend, GPUs and cores, data, store -> SearchPlan
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -29,16 +30,16 @@ def plan_search(
     options: SearchOptions,
     while_probing: Callable[[SearchOptions, int, int, dict | None, tuple[int, float]], None] | None = None,
     when_planned: Callable[[SearchPlan], None] | None = None,
+    before_asking: Callable[[SearchPlan], None] | None = None,
 ) -> SearchPlan:
     """Checks the request against this machine, the data and the store; raises UserError.
 
-    The checks that need no backend come first (the data and the store among them),
-    then the backend: asking backends whether they see a GPU takes seconds, and
-    `while_probing(options, cpus, gpus, runtime_env, trial_share)` runs meanwhile (the search starts Ray then,
-    gridbench.gridsearch.ray_session.RaySession.start). Only the checks that depend on the backend come after;
-    `when_planned(plan)` is then called with the finished plan, still beside Ray's start (the
-    search starts compiling its programs and opening its store then, RaySession.planned).
-    """
+    The checks that need no backend come first (the data and the store among them), then the backend: asking
+    backends whether they see a GPU takes seconds, and `while_probing(options, cpus, gpus, runtime_env,
+    trial_share)` runs meanwhile (the search starts Ray then, gridbench.gridsearch.ray_session.RaySession.start).
+    Before asking, `before_asking(plan)` gets the plan on the backend the answer most likely names (_assume;
+    compiling ahead starts on it, RaySession.assumed). The checks that depend on the backend come after; then
+    `when_planned(plan)` gets the finished plan, still beside Ray's start (RaySession.planned)."""
     _check_options(options)
     workload = spec.workload
     trials_total = spec.grid_size * spec.repeats
@@ -67,34 +68,27 @@ def plan_search(
     runtime_env, trial_share = user_check.runtime_env(spec), (cpus, gpus_per_trial)  # a trial's: gpu_nodes.layout
     meanwhile = (lambda: while_probing(options, cores, gpus, runtime_env, trial_share)) if while_probing else None
 
+    build = functools.partial(_plan_on, spec=spec, options=options, tracking_uri=tracking_uri, data=data,
+                              cpus_per_trial=cpus, gpus_per_trial=gpus_per_trial, gpus=gpus, cpus=cores,
+                              trials_total=trials_total, fused_groups=groups,
+                              compile_cache_state=cache_state)  # fmt: skip
+
     def complete(choice: backends.BackendChoice) -> SearchPlan:
         """The checks that depend on the backend, then the plan (in the probe's thread, while Ray starts)."""
-        fused_spec = fusion.fused_spec(spec, choice.backend) if groups else spec  # refuses what cannot fuse
-        ran_spec = fused_spec.for_backend(choice.backend, options.device)
-        if gpus_per_trial > 1:
-            _check_data_parallel(ran_spec, choice.backend, gpus_per_trial)
-        plan = SearchPlan(
-            spec=ran_spec,
-            options=options,
-            tracking_uri=tracking_uri,
-            data=data,
-            backend_choice=choice,
-            cpus_per_trial=cpus,
-            gpus_per_trial=gpus_per_trial,
-            gpus=gpus,
-            cpus=cores,
-            trials_total=trials_total,
-            fused_groups=groups,
-            compile_cache_state=cache_state,
-        )
-        if ran_spec.user_model is not None:
+        plan = build(choice)
+        if plan.spec.user_model is not None:
             plan = replace(plan, user_check_s=user_check.check(plan))
         if when_planned is not None:
             when_planned(plan)
         return plan
 
     if workload.framework == "keras":
-        return _while(lambda: complete(_choose_backend(options, visible_gpus)), meanwhile)
+
+        def asked() -> SearchPlan:
+            _assume(build, options, before_asking)
+            return complete(_choose_backend(options, visible_gpus))
+
+        return _while(asked, meanwhile)
     if meanwhile is not None:
         meanwhile()
     if options.device == "gpu" and importlib.util.find_spec("cupy") is None:
@@ -104,6 +98,39 @@ def plan_search(
     return complete(
         backends.BackendChoice(workload.framework, f"model {workload.name} computes with {workload.framework}")
     )
+
+
+def _plan_on(choice: backends.BackendChoice, spec: ExperimentSpec, options: SearchOptions, **fixed) -> SearchPlan:
+    """The plan on `choice`'s backend; `fixed`, the plan's fields that no backend changes (raises UserError)."""
+    fused_spec = fusion.fused_spec(spec, choice.backend) if fixed["fused_groups"] else spec  # refuses what cannot fuse
+    ran_spec = fused_spec.for_backend(choice.backend, options.device)
+    if fixed["gpus_per_trial"] > 1:
+        _check_data_parallel(ran_spec, choice.backend, fixed["gpus_per_trial"])
+    return SearchPlan(spec=ran_spec, options=options, backend_choice=choice, **fixed)
+
+
+def _assume(
+    build: Callable[[backends.BackendChoice], SearchPlan],
+    options: SearchOptions,
+    before_asking: Callable[[SearchPlan], None] | None,
+) -> None:
+    """Hands `before_asking` a GPU search's plan on the backend its probe most likely confirms: the one named, or
+    the first installed of backends.GPU_ORDER. Asking takes 1.8-4.6 s on an H100 (docs/results/around-training.md,
+    "sixteenth"), which compiling ahead need not wait for; a different answer replaces what started on it.
+    A user's own model is checked first (user_check), so nothing starts on it before the answer."""
+    if before_asking is None or options.device != "gpu" or options.backend_choice is not None:
+        return
+    named = backends.named_backend(options.backend)
+    likely = (named[0],) if named is not None else backends.GPU_ORDER
+    backend = next((b for b in likely if b in backends.BACKENDS and backends.installed(b)), None)
+    if backend is None:
+        return
+    try:
+        plan = build(backends.BackendChoice(backend, f"assumed before asking: {backend}"))
+    except UserError:
+        return  # the answer's plan says so, in one line
+    if plan.spec.user_model is None:
+        before_asking(plan)
 
 
 def _check_options(options: SearchOptions) -> None:

@@ -33,6 +33,7 @@ from gridbench.trial.precompile import all_ready as programs_ready
 
 if TYPE_CHECKING:
     from gridbench.gridsearch.options import SearchOptions
+    from gridbench.trial import TrialContext
 
 
 def _start_ray(
@@ -119,6 +120,7 @@ class RaySession:
         self.processes: lifecycle.OwnProcesses | None = None
         self.watchdog: lifecycle.Watchdog | None = None
         self.precompiler: Precompiler | None = None
+        self._precompiling: TrialContext | None = None  # what the precompiler compiles for
         self.programs_ready = 0  # programs found ready in the persistent cache, so compiled by no process
         self.open_store_early = open_store_early
         self._store: Future | None = None  # the default store, opening since the plan was complete
@@ -208,18 +210,33 @@ class RaySession:
         store, self._store = self._store, None
         return store
 
-    def precompile(self, plan: SearchPlan) -> None:
-        """Starts compiling the plan's programs ahead, in processes of their own, where it has any (once).
+    def assumed(self, plan: SearchPlan) -> None:
+        """Starts compiling ahead on the plan its backends' answer most likely confirms, before they are asked.
 
-        `planned` calls it; run_search calls it otherwise (gridbench.gridsearch.precompile).
+        plan_search calls it (its `before_asking`); `planned` then keeps the processes where the confirmed plan
+        compiles the same programs, and ends them otherwise.
         """
-        if self.precompiler is not None:
-            return
+        self.precompile(plan)
+
+    def precompile(self, plan: SearchPlan) -> None:
+        """Starts compiling the plan's programs ahead, in processes of their own, where it has any.
+
+        `assumed` and `planned` call it; run_search calls it otherwise (gridbench.gridsearch.precompile). Once
+        per search: a later call keeps what is compiling for the same programs, and ends what an assumed plan
+        started for others.
+        """
         programs = precompile.program_count(plan, len(program_representatives(plan.spec)))
-        if programs == 0:
+        directory, context = None, None
+        if programs:
+            directory = self._search_directory(plan.options.keep_ray_logs)
+            context = trial_context(plan, directory.tune_dir, precompiled=True)
+        if self.precompiler is not None:
+            if context == self._precompiling:
+                return
+            self.precompiler.stop()  # an assumed plan's, which the backends' answer did not confirm
+            self.precompiler = self._precompiling = None
+        if context is None:
             return
-        directory = self._search_directory(plan.options.keep_ray_logs)
-        context = trial_context(plan, directory.tune_dir, precompiled=True)
         if programs_ready(context, programs):
             self.programs_ready = programs  # its trials load them from the cache: no process would do more
             return
@@ -227,6 +244,16 @@ class RaySession:
             self.precompiler = Precompiler.start(plan, context, programs, os.path.join(directory.path, "precompile"))
         except Exception:  # noqa: BLE001 - e.g. a user's model that pickle cannot name: its trials compile it
             self.precompiler = None
+            return
+        self._precompiling = context
+        self._adopt_precompiler()
+
+    def _adopt_precompiler(self) -> None:
+        """Counts the compiling processes among the search's own (the watchdog ends them if this driver is killed),
+        whichever of Ray's start and an assumed plan's processes came first: both call it."""
+        with self._lock:
+            if self.precompiler is not None and self.processes is not None:
+                self.processes.adopt(self.precompiler.pids)
 
     @property
     def compiling_ahead(self) -> bool:
@@ -264,8 +291,7 @@ class RaySession:
         # Before OwnProcesses: the watchdog is not among the processes to end; it ends them if this driver is killed.
         self.watchdog = lifecycle.Watchdog(self.directory)
         self.processes = lifecycle.OwnProcesses()
-        if self.precompiler is not None:  # started before Ray (run_search): the watchdog ends them too
-            self.processes.adopt(self.precompiler.pids)
+        self._adopt_precompiler()  # started before Ray (run_search, or an assumed plan): the watchdog ends them too
         ahead = prestarts_workers(options)
         nodes = gpu_nodes.layout(gpus, cpus, *trial_share) if ahead and trial_share else None
         if ahead:

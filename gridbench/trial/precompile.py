@@ -132,6 +132,10 @@ def compile_programs(context: TrialContext, indices: list[int], results, started
     }
     results.write(json.dumps({**prepared, "at": prepared_at}) + "\n")
     results.flush()
+    missing = device_missing(context)
+    if missing is not None:  # nothing compiled, nothing marked ready: each program's line says why
+        results.writelines(json.dumps({"index": i, "error": missing, "at": time.time()}) + "\n" for i in indices)
+        return
     sessions, ready = [], []
     for index in indices:
         began = time.perf_counter()
@@ -154,6 +158,18 @@ def compile_programs(context: TrialContext, indices: list[int], results, started
     if save_unsaved(sessions):
         for index in ready:
             mark_ready(context, index)
+
+
+def device_missing(context: TrialContext) -> str | None:
+    """Why this process cannot compile a GPU search's programs, or None. JAX without a GPU compiles for the CPU,
+    into a cache whose ready files would name the GPU: possible where the driver started compiling on the backend
+    it assumed before asking (gridbench.gridsearch.plan), and the answer was no."""
+    if context.device != "gpu" or context.backend != "jax":
+        return None
+    import jax
+
+    platform = jax.default_backend()
+    return None if platform == "gpu" else f"JAX's backend here is {platform}, not a GPU"
 
 
 def save_unsaved(sessions: list) -> bool:
