@@ -15,7 +15,7 @@ from stores import new_store
 from test_cli import gridbench
 from test_search import runs_of
 
-from gridbench.gridsearch import SearchOptions, plan_search
+from gridbench.gridsearch import SearchOptions, backends, plan_search
 from gridbench.gridsearch.precompile import Precompiler, process_count, program_count
 from gridbench.gridsearch.tuning import trial_context
 from gridbench.spec import load_spec
@@ -242,8 +242,10 @@ def test_a_gpu_search_starts_on_the_backend_its_answer_most_likely_names_before_
     # The answer differs (JAX sees no GPU here, PyTorch does): the planned search is PyTorch's.
     fake_probes.seeing = {"torch"}
     assert _gpu_events(monkeypatch, SearchOptions(device="gpu")) == [("assumed", "jax", 0), ("planned", "torch")]
-    # Nothing to ask, nothing assumed: a CPU search, or a backend chosen already (--device both's CPU half).
+    # Nothing to ask, nothing assumed: a CPU search, or a backend chosen already (as `scale` hands its later counts).
     assert _gpu_events(monkeypatch, SearchOptions(device="cpu")) == [("planned", "tensorflow")]
+    chosen = backends.BackendChoice("torch", "chosen before")
+    assert _gpu_events(monkeypatch, SearchOptions(device="gpu", backend_choice=chosen)) == [("planned", "torch")]
 
 
 class _FakePrecompiler:
@@ -288,10 +290,8 @@ def test_a_compiling_process_for_a_gpu_that_jax_cannot_see_compiles_nothing_and_
         [sys.executable, "-m", "gridbench.trial.precompile", str(job), str(results)],
         capture_output=True,
         text=True,
-        env={
-            **os.environ,
-            "CUDA_VISIBLE_DEVICES": "0",
-        },  # as the driver hands it the first GPU (precompile._environment)
+        # The first GPU, as the driver hands it one (precompile._environment), to a JAX kept from any GPU.
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "0", "JAX_PLATFORMS": "cpu"},
     )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in results.read_text().splitlines()]
@@ -299,3 +299,18 @@ def test_a_compiling_process_for_a_gpu_that_jax_cannot_see_compiles_nothing_and_
     assert [line["index"] for line in programs] == [0, 1]
     assert all("not a GPU" in line["error"] for line in programs)
     assert not (tmp_path / "cache" / READY_DIR).exists()
+
+
+def test_an_assumed_plan_found_ready_is_not_counted_for_a_confirmed_plan_with_other_programs(monkeypatch, tmp_path):
+    from gridbench.gridsearch.ray_session import RaySession
+
+    monkeypatch.setenv("GRIDBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    plan, context = _ready_context(tmp_path)
+    for index in range(2):
+        mark_ready(context, index)
+    session = RaySession()
+    session.assumed(plan)
+    assert session.programs_ready == 2 and session.precompiler is None
+    session.planned(_plan(backend="tensorflow", compile_ahead="on"))  # Keras fit: nothing compiled ahead, none ready
+    session.stop()
+    assert session.programs_ready == 0

@@ -37,8 +37,9 @@ def plan_search(
     The checks that need no backend come first (the data and the store among them), then the backend: asking
     backends whether they see a GPU takes seconds, and `while_probing(options, cpus, gpus, runtime_env,
     trial_share)` runs meanwhile (the search starts Ray then, gridbench.gridsearch.ray_session.RaySession.start).
-    Before asking, `before_asking(plan)` gets the plan on the backend the answer most likely names (_assume;
-    compiling ahead starts on it, RaySession.assumed). The checks that depend on the backend come after; then
+    Before asking a Keras GPU search's backends (none chosen yet), `before_asking(plan)` gets the plan on the backend
+    the answer most likely names, in the probe's thread beside `while_probing` (_assume; compiling ahead starts on
+    it, RaySession.assumed). The checks that depend on the backend come after; then
     `when_planned(plan)` gets the finished plan, still beside Ray's start (RaySession.planned)."""
     _check_options(options)
     workload = spec.workload
@@ -128,7 +129,7 @@ def _assume(
     try:
         plan = build(backends.BackendChoice(backend, f"assumed before asking: {backend}"))
     except UserError:
-        return  # the answer's plan says so, in one line
+        return  # nothing to start on: the confirmed plan refuses it too, in one line, where the answer names it
     if plan.spec.user_model is None:
         before_asking(plan)
 

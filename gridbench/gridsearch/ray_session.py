@@ -226,6 +226,7 @@ class RaySession:
         started for others.
         """
         programs = precompile.program_count(plan, len(program_representatives(plan.spec)))
+        self.programs_ready = 0  # an assumed plan's count, where the confirmed plan has other programs or none
         directory, context = None, None
         if programs:
             directory = self._search_directory(plan.options.keep_ray_logs)
@@ -254,6 +255,8 @@ class RaySession:
         with self._lock:
             if self.precompiler is not None and self.processes is not None:
                 self.processes.adopt(self.precompiler.pids)
+                if self.watchdog is not None:  # also where it was told of the search's processes already
+                    self.watchdog.guard(self.processes.seen)
 
     @property
     def compiling_ahead(self) -> bool:
@@ -313,10 +316,11 @@ class RaySession:
                 raise SearchInterrupted(signal.SIGTERM) from None
             raise
         finally:
-            self.processes.note()
-            self.watchdog.guard(self.processes.seen)
-            for pid, started in self.processes.matching(RAYLET_PROGRAM).items():  # a local Ray's raylets
-                self.watchdog.guard_raylet(pid, started)
+            with self._lock:  # the probe's thread may adopt compiling processes meanwhile (_adopt_precompiler)
+                self.processes.note()
+                self.watchdog.guard(self.processes.seen)
+                for pid, started in self.processes.matching(RAYLET_PROGRAM).items():  # a local Ray's raylets
+                    self.watchdog.guard_raylet(pid, started)
             self.signals.install()  # ray.init replaced SIGTERM's handler with its own sys.exit
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
