@@ -1,5 +1,6 @@
 """Patches a copy of gridbench (diagnosis only, never committed): the first trial's import_s split into its steps,
 written to $GRIDBENCH_SPLIT_DIR/split-PID.txt; with argument `nomissing`, device_missing() answers None at once."""
+
 import sys
 
 path = "gridbench/trial/trial_runner.py"
@@ -18,7 +19,7 @@ new = """        _t = [time.time()]
         entry.prepare(context); _t.append(time.time())
         with open(os.path.join(os.environ.get("GRIDBENCH_SPLIT_DIR", "/tmp"), f"split-{os.getpid()}.txt"), "a") as _f:
             _f.write(f"at {_t[0]:.3f} resolve {_t[1]-_t[0]:.3f} import_for {_t[2]-_t[1]:.3f} load_train {_t[3]-_t[2]:.3f} prepare {_t[4]-_t[3]:.3f}\\n")
-"""
+"""  # noqa: E501
 assert old in text
 open(path, "w").write(text.replace(old, new))
 if sys.argv[1:] == ["nomissing"]:
