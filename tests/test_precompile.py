@@ -86,6 +86,57 @@ def test_the_report_counts_what_was_compiled_loaded_and_failed_and_stop_ends_wha
     assert sleeper.poll() == -signal.SIGTERM
 
 
+def test_the_report_says_when_the_last_process_ended_by_the_trials_clock(tmp_path):
+    results = tmp_path / "programs-0.jsonl"
+    results.write_text(json.dumps({"launched_at": time.time()}) + "\n")
+    launched = time.time()
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    precompiler = Precompiler([process], [str(results)], time.perf_counter())
+    precompiler.wait()
+    waited = time.time()
+    for _ in range(200):  # the watching thread notes the end just after the process's wait returns
+        first, second = precompiler.report().ended_at, (time.sleep(0.02), precompiler.report().ended_at)[1]
+        if first == second:
+            break
+    # Unix time, as the trials' started_at: not the report's own time (it moves while a process still runs).
+    assert first == second and launched + 0.3 <= first <= waited
+
+
+def test_a_search_records_how_long_compiling_ran_on_after_its_first_trial_and_says_what_that_means(monkeypatch):
+    from rich.console import Console
+    from test_programs import _trial
+
+    from gridbench.gridsearch import SearchResult
+    from gridbench.gridsearch.precompile import PrecompileReport
+    from gridbench.gridsearch.progress import print_search
+    from gridbench.gridsearch.summary import beside_first_trial, summarise
+
+    first = replace(_trial(64, "no", "no"), started_at=100.0, ended_at=101.0)
+    later = replace(_trial(128, "yes", "yes"), started_at=103.0, ended_at=104.0)
+    report = PrecompileReport(processes=4, programs=2, wall_s=12.0, ended_at=106.7)
+    assert beside_first_trial(report, [later, first]) == pytest.approx(6.7)  # from the first trial's start
+    assert beside_first_trial(replace(report, ended_at=99.0), [first]) == 0.0  # ended before any trial began
+    assert beside_first_trial(PrecompileReport(loaded=2), [first]) == 0.0  # no process: every program was ready
+    assert beside_first_trial(None, [first]) == 0.0
+
+    plan = _plan(backend="jax", train_loop="compiled")
+    summary = summarise(plan, [first, later], 1, 4.0, 1.0, 95.0, precompiled=report)
+    assert summary.metrics()[schema.PRECOMPILE_BESIDE_FIRST_TRIAL_S] == pytest.approx(6.7)
+    parts = {"compile_warmup_s": 0.0, "startup_s": 5.0, "compile_s": 0.6, "worker_start_s": 7.0}
+    parts.update(trial_overhead_s=0.9, warmup_s=0.1, training_s=0.6, end_s=0.5)
+    told = []
+    for beside in (6.7, 0.0):
+        console = Console(record=True, width=400)
+        summary = replace(summary, account=parts, precompile_beside_first_trial_s=beside)
+        print_search(console, SearchResult(plan, "run", "gridbench/digits", (first, later), summary), False)
+        told.append(" ".join(console.export_text().split()))
+    assert (
+        "Compiling ahead ran on for 6.7 s after the first trial began, beside the workers' start: workers' start "
+        "(7.0 s) and compiling (0.6 s) are 7.6 s together, but how that splits between the two is not measured."
+    ) in told[0]
+    assert "Compiling ahead ran on" not in told[1] and "programs compiled ahead: 2 by 4 process(es)" in told[1]
+
+
 @pytest.mark.slow
 def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while_ray_started(tmp_path):
     store, cache = new_store(tmp_path), tmp_path / "cache"

@@ -267,6 +267,8 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
                 else ""
             )
         )
+        if s.account and s.precompile_beside_first_trial_s > 0:
+            console.print(beside_first_trial_line(s), highlight=False)
     elif s.programs_precompile_loaded:
         console.print(
             f"programs compiled ahead: none needed, all {s.programs_precompile_loaded} found ready in the compile "
@@ -284,6 +286,17 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
     console.print(f"Browse: {ui_command(result.plan.tracking_uri)}")
     if project_hint and s.account and s.trials_finished == s.trials_total:
         console.print(f"What it would take at another size (projected): {project_command(result)}", soft_wrap=True)
+
+
+def beside_first_trial_line(s: SearchSummary) -> str:
+    """Where the first trial began while compiling ahead still ran: the account's two parts its worker's start
+    and its program's wait fell into are measured only together (gridbench.gridsearch.summary.beside_first_trial)."""
+    start, compiling = s.account.get("worker_start_s", 0.0), s.account.get("compile_s", 0.0)
+    return (
+        f"Compiling ahead ran on for {s.precompile_beside_first_trial_s:.1f} s after the first trial began, beside "
+        f"the workers' start: workers' start ({start:.1f} s) and compiling ({compiling:.1f} s) are "
+        f"{start + compiling:.1f} s together, but how that splits between the two is not measured."
+    )
 
 
 def imports_ahead_line(s, backend: str) -> str:

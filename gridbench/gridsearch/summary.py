@@ -65,6 +65,7 @@ def summarise(
         startup_s=(fit_started_at if fit_started_at is not None else process_start) - process_start,
         trials_diverged=sum(t.diverged for t in finished),
         **_precompile_fields(precompiled or PrecompileReport()),
+        precompile_beside_first_trial_s=beside_first_trial(precompiled, trials),
         workers_prestarted=workers_prestarted,
         **imports_ahead(trials, fit_started_at),
         store_open_after_launch_s=(
@@ -114,6 +115,18 @@ def with_account(
         timings, command_start, command_end, summary.concurrency, summary.precompile_wait_s, summary.compile_warmup_s
     )
     return dataclasses.replace(summary, account=parts.account.parts())
+
+
+def beside_first_trial(report: PrecompileReport | None, trials: Sequence[TrialRecord]) -> float:
+    """How long the compiling processes still ran after the first trial began (0: they had ended, or none ran).
+
+    A GPU search's trials start beside them (a CPU search's wait for them). A worker that starts meanwhile shares
+    the machine with them, and its first trial waits for its program however the wait falls between its import,
+    its setup and its compile phase: on one H100 and one H200, the three took 5.9-8.4 s together in every first
+    run, while the split varied from 1.2 to 7.0 s of import (docs/results/around-training.md, eighteenth)."""
+    if report is None or not report.processes or not trials:
+        return 0.0
+    return max(0.0, report.ended_at - min(t.started_at for t in trials))
 
 
 def _precompile_fields(report: PrecompileReport) -> dict:

@@ -142,6 +142,7 @@ class SearchSummary:
     precompile_s: float = 0.0  # the processes' wall time, from their start to the last one's end
     precompile_compile_s: float = 0.0  # XLA's compilations in them, added up
     precompile_wait_s: float = 0.0  # what the trials' start waited for them (CPU searches), within the makespan
+    precompile_beside_first_trial_s: float = 0.0  # how long they still ran after the first trial began
     training_sum_s: float = 0.0  # every trial's epochs at their steady time: epochs_sum_s less the warm-ups' excess
     compile_warmup_s: float = 0.0  # the command's compile warm-up before this search (gridbench.gridsearch.warmup)
     # --prestart-workers (gridbench.gridsearch.prestart): workers asked of Ray as soon as it was up; of the trials'
@@ -209,6 +210,7 @@ class SearchSummary:
             schema.PRECOMPILE_S: self.precompile_s,
             schema.PRECOMPILE_COMPILE_S: self.precompile_compile_s,
             schema.PRECOMPILE_WAIT_S: self.precompile_wait_s,
+            schema.PRECOMPILE_BESIDE_FIRST_TRIAL_S: self.precompile_beside_first_trial_s,
             schema.WORKERS_PRESTARTED: self.workers_prestarted,
             schema.WORKERS_STARTED_AHEAD: self.workers_started_ahead,
             schema.WORKERS_IMPORTED_AHEAD: self.workers_imported_ahead,

@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class Kind(enum.Enum):
@@ -336,6 +336,15 @@ PRECOMPILE_WAIT_S = _metric(
     "what the trials' start waited for those processes, within the makespan (CPU searches: no compilation "
     "beside a timed epoch)",
     since=5,
+    default=0.0,
+)
+PRECOMPILE_BESIDE_FIRST_TRIAL_S = _metric(
+    "precompile_beside_first_trial_s",
+    On.SEARCH,
+    "how long those processes still ran after the first trial began (0: they had ended): its worker started beside "
+    "them, so its start and its wait for its program are one wait, and the account's split of it into workers' "
+    "start and compiling is not measured",
+    since=9,
     default=0.0,
 )
 SEARCH_MAKESPAN_S = _metric(
