@@ -159,6 +159,8 @@ def test_a_compiled_loop_search_loads_every_program_its_processes_compiled_while
     )
     # On a CPU the trials start once the compilations have ended; that wait is in the makespan.
     assert 0 <= metrics[schema.PRECOMPILE_WAIT_S] < metrics[schema.MAKESPAN_S] - metrics[schema.TRIAL_WALL_SUM_S]
+    # So no trial began beside them, and the account's workers' start and compiling are parts of their own.
+    assert metrics[schema.PRECOMPILE_BESIDE_FIRST_TRIAL_S] == 0 and "Compiling ahead ran on" not in result.stdout
     assert "programs compiled ahead: 2 by 1 process(es)" in result.stdout
     sources = sorted((c.data.tags[schema.PROGRAM_CACHED], c.data.tags[schema.PROGRAM_REUSED]) for c in children)
     # Each program's first trial loaded it from the search's cache; the next trial of it found it in its worker.
