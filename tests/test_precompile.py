@@ -92,6 +92,10 @@ def test_the_report_says_when_the_last_process_ended_by_the_trials_clock(tmp_pat
     launched = time.time()
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
     precompiler = Precompiler([process], [str(results)], time.perf_counter())
+    asked = time.time()
+    still = precompiler.report().ended_at
+    # While a process still runs, "ended" is the report's own time: it ran at least until then.
+    assert process.poll() is None and asked <= still <= time.time()
     precompiler.wait()
     waited = time.time()
     for _ in range(200):  # the watching thread notes the end just after the process's wait returns
@@ -131,8 +135,9 @@ def test_a_search_records_how_long_compiling_ran_on_after_its_first_trial_and_sa
         print_search(console, SearchResult(plan, "run", "gridbench/digits", (first, later), summary), False)
         told.append(" ".join(console.export_text().split()))
     assert (
-        "Compiling ahead ran on for 6.7 s after the first trial began, beside the workers' start: workers' start "
-        "(7.0 s) and compiling (0.6 s) are 7.6 s together, but how that splits between the two is not measured."
+        "Compiling ahead ran on for 6.7 s after the first trial began, while the first workers started: how their "
+        "wait split between workers' start (7.0 s) and compiling (0.6 s) depends on timing; their sum, 7.6 s, is "
+        "what to read."
     ) in told[0]
     assert "Compiling ahead ran on" not in told[1] and "programs compiled ahead: 2 by 4 process(es)" in told[1]
 

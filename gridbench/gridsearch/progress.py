@@ -289,13 +289,14 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
 
 
 def beside_first_trial_line(s: SearchSummary) -> str:
-    """Where the first trial began while compiling ahead still ran: the account's two parts its worker's start
-    and its program's wait fell into are measured only together (gridbench.gridsearch.summary.beside_first_trial)."""
+    """Where the first trial began while compiling ahead still ran: how the first workers' wait split between the
+    account's workers' start and compiling depends on timing, and their sum is what to read
+    (gridbench.gridsearch.summary.beside_first_trial)."""
     start, compiling = s.account.get("worker_start_s", 0.0), s.account.get("compile_s", 0.0)
     return (
-        f"Compiling ahead ran on for {s.precompile_beside_first_trial_s:.1f} s after the first trial began, beside "
-        f"the workers' start: workers' start ({start:.1f} s) and compiling ({compiling:.1f} s) are "
-        f"{start + compiling:.1f} s together, but how that splits between the two is not measured."
+        f"Compiling ahead ran on for {s.precompile_beside_first_trial_s:.1f} s after the first trial began, while "
+        f"the first workers started: how their wait split between workers' start ({start:.1f} s) and compiling "
+        f"({compiling:.1f} s) depends on timing; their sum, {start + compiling:.1f} s, is what to read."
     )
 
 

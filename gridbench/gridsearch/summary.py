@@ -122,8 +122,8 @@ def beside_first_trial(report: PrecompileReport | None, trials: Sequence[TrialRe
 
     A GPU search's trials start beside them (a CPU search's wait for them). A worker that starts meanwhile shares
     the machine with them, and its first trial waits for its program however the wait falls between its import,
-    its setup and its compile phase: on one H100 and one H200, the three took 5.9-8.4 s together in every first
-    run, while the split varied from 1.2 to 7.0 s of import (docs/results/around-training.md, eighteenth)."""
+    its setup and its compile phase: in seven first runs on one H100 and one H200, with the same code, the three
+    took 5.9-8.4 s together, while the import alone took 1.2-7.0 s (docs/results/around-training.md, eighteenth)."""
     if report is None or not report.processes or not trials:
         return 0.0
     return max(0.0, report.ended_at - min(t.started_at for t in trials))

@@ -341,9 +341,9 @@ PRECOMPILE_WAIT_S = _metric(
 PRECOMPILE_BESIDE_FIRST_TRIAL_S = _metric(
     "precompile_beside_first_trial_s",
     On.SEARCH,
-    "how long those processes still ran after the first trial began (0: they had ended): its worker started beside "
-    "them, so its start and its wait for its program are one wait, and the account's split of it into workers' "
-    "start and compiling is not measured",
+    "how long those processes still ran after the first trial began (0: they had ended): the first workers started "
+    "beside them, and how their wait split between the account's workers' start and compiling depends on timing; "
+    "their sum is what to read",
     since=9,
     default=0.0,
 )
