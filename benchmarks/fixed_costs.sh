@@ -20,7 +20,7 @@
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
 #   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page
-#   cache and Ray have run before.
+#   cache and Ray have run before. calls.txt says which gridbench each side imported, as for `against`.
 #   processes: for each of PROCESS_CORES (default "8 4": 2 and 4 processes on 16 cores), in turn, PAIRS times (default 3), the
 #   headline as typed on an empty compile cache of its own, with gridbench.gridsearch.precompile.GPU_CORES_PER_PROCESS
 #   set to it (and nothing else changed), its search directory kept: benchmarks/precompile_timeline.py's timeline
@@ -43,6 +43,11 @@ case " $steps " in *" against "* | *" firstrun "*)
 esac
 # shellcheck source=benchmarks/gpu_call_common.sh
 source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed
+# Which gridbench a side whose PYTHONPATH starts with $1 imports, from where its runs start, into calls.txt: `python -m`
+# puts the current directory ahead of PYTHONPATH, so a run started from a checkout imports the checkout's
+# (docs/results/around-training.md, eighteenth).
+imports_of() { PYTHONPATH="$1${PYTHONPATH:-}" python3 -c "import gridbench; print('imports', gridbench.__file__)" \
+  >>"$out/calls.txt" 2>&1; }
 for step in $steps; do
   case $step in
     headline) for i in $(seq 1 "${HEADLINE_RUNS:-2}"); do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done
@@ -66,15 +71,14 @@ for step in $steps; do
                 [ $((i % 2)) = 0 ] && order="prestart-workers no-prestart-workers"
                 for ahead in $order; do timed "headline-$ahead-$i" python3 -m gridbench \
                   search mnist --device gpu --tracking-uri "$uri" "--$ahead"; done; done ;;
-    against) for which in "$before:" ""; do  # which gridbench each side imports, from where the runs start
-               PYTHONPATH="$which${PYTHONPATH:-}" python3 -c "import gridbench; print('imports', gridbench.__file__)" \
-                 >>"$out/calls.txt" 2>&1; done
+    against) imports_of "$before:"; imports_of ""
              for i in $(seq 1 "${PAIRS:-3}"); do
                PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
                PYTHONPATH="$before:${PYTHONPATH:-}" timed "headline-before-$i" python3 -m gridbench \
                  search mnist --device gpu --tracking-uri "$uri"
                timed "headline-after-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done ;;
-    firstrun) for i in $(seq 1 "${FIRST_PAIRS:-2}"); do
+    firstrun) imports_of "$before:"; imports_of ""
+              for i in $(seq 1 "${FIRST_PAIRS:-2}"); do
                 for side in before after; do
                   code=$([ "$side" = before ] && echo "$before:"); cache=$work/first-cache-$side-$i; rm -rf "$cache"
                   PYTHONPATH="$code${PYTHONPATH:-}" GRIDBENCH_CACHE_DIR=$cache timed "headline-first-$side-$i" \
