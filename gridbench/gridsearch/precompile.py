@@ -64,7 +64,7 @@ class PrecompileReport:
     loaded: int = 0  # found in the cache already (a trial, or an earlier search, compiled them)
     failed: int = 0  # left to the trials that need them
     wall_s: float = 0.0  # from the processes' start to the last one's end
-    ended_at: float = 0.0  # when the last one ended (Unix time; the report's time while one still ran)
+    ended_at: float = 0.0  # when the last one ended, as wall_s counts it (Unix time)
     compile_sum_s: float = 0.0  # the compilations' own seconds, added up
     wait_s: float = 0.0  # what the trials' start waited for them (CPU searches; in the makespan)
     failures: tuple[str, ...] = ()  # one line per program that failed: which, and why
@@ -109,7 +109,6 @@ class Precompiler:
         self._names = names or []  # the programs as a user knows them (program_names), by index
         self._logs = logs or []
         self._ended = [None] * len(processes)
-        self._ended_at = [None] * len(processes)  # Unix times, beside the trials' own
         self.wait_s = 0.0
         for i, process in enumerate(processes):
             threading.Thread(target=self._watch, args=(i, process), name="gridbench-precompile", daemon=True).start()
@@ -151,7 +150,6 @@ class Precompiler:
     def _watch(self, index: int, process: subprocess.Popen) -> None:
         process.wait()
         self._ended[index] = time.perf_counter()
-        self._ended_at[index] = time.time()
 
     def wait(self) -> None:
         """Waits until every process has ended, adding the seconds to wait_s."""
@@ -186,15 +184,15 @@ class Precompiler:
             lines += own
             failures += self._failures(i, own)
         ended = [t for t in self._ended if t is not None]
-        running = None in self._ended_at
+        last = max(ended) if ended else time.perf_counter()
         compiled = [line for line in lines if "error" not in line and not line.get("cached")]
         return PrecompileReport(
             processes=len(self._processes),
             programs=len(compiled),
             loaded=sum(1 for line in lines if line.get("cached") and "error" not in line),
             failed=len(failures),
-            wall_s=(max(ended) if ended else time.perf_counter()) - self._started,
-            ended_at=time.time() if running or not self._ended_at else max(self._ended_at),
+            wall_s=last - self._started,
+            ended_at=time.time() - (time.perf_counter() - last),  # on the trials' clock (their started_at)
             compile_sum_s=sum(line["compile_s"] for line in compiled),
             wait_s=self.wait_s,
             failures=tuple(failures),
