@@ -8,12 +8,15 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached jaxfloor prestart preload firstrun processes against (default: the first six,
+#   steps: headline floor peer both fused attached jaxfloor fusedpairs prestart preload firstrun processes against (default: the first six,
 #   in that order)
 #   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
 #   JAX's persistent cache (the second run is the floor issue "Everything around the training" compares
 #   with), then --mode trials with no cache.
+#   fusedpairs: PAIRS pairs (default 3) of fused_floor.py --mode fused and the fused grid (benchmarks/fused.py --only
+#   mlp-gpu-fused, its own store in fusedpair-I), in turn, the order alternating, after `fused` and `jaxfloor`, whose
+#   caches both sides find: each ratio from two runs side by side, as the machine's pace drifts within a call.
 #   prestart: PAIRS triples (default 3) of tune_floor.py A, the headline without and with --prestart-workers, in turn
 #   (after `headline`, which fills the compile cache); the two headlines' order alternates from one triple to the next
 #   (until 2026-11-28 the option always ran second).
@@ -65,6 +68,15 @@ for step in $steps; do
         "$data/mnist.npz" --mode fused --json "$out/jaxfloor-fused-$i.json"; done
       timed jaxfloor-trials python3 "$bench/fused_floor.py" "$data/mnist.npz" --mode trials \
         --json "$out/jaxfloor-trials.json" ;;
+    fusedpairs) jaxcache=$work/jax-floor-cache
+      for i in $(seq 1 "${PAIRS:-3}"); do
+        order="floor gridbench"; [ $((i % 2)) = 0 ] && order="gridbench floor"  # neither side always second
+        for side in $order; do
+          if [ "$side" = floor ]; then JAX_COMPILATION_CACHE_DIR=$jaxcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 timed "jaxfloor-fused-pair-$i" python3 "$bench/fused_floor.py" \
+            "$data/mnist.npz" --mode fused --json "$out/jaxfloor-fused-pair-$i.json"
+          else timed "fused-pair-$i" python3 "$here/benchmarks/fused.py" --out "$out/fusedpair-$i" --data-dir "$data" \
+            --compile-cache persistent --only mlp-gpu-fused; fi; done; done ;;
     prestart) for i in $(seq 1 "${PAIRS:-3}"); do
                 PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
                 order="no-prestart-workers prestart-workers"  # alternating: neither side always runs second
