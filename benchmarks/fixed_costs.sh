@@ -76,7 +76,10 @@ for step in $steps; do
             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 timed "jaxfloor-fused-pair-$i" python3 "$bench/fused_floor.py" \
             "$data/mnist.npz" --mode fused --json "$out/jaxfloor-fused-pair-$i.json"
           else timed "fused-pair-$i" python3 "$here/benchmarks/fused.py" --out "$out/fusedpair-$i" --data-dir "$data" \
-            --compile-cache persistent --only mlp-gpu-fused; fi; done; done ;;
+            --compile-cache persistent --only mlp-gpu-fused
+            # fused.py's whole time above also holds reading the store back and its table: gridbench's own command
+            python3 -c 'import json, sys; print(sys.argv[2] + ": gridbench command_s", json.load(open(sys.argv[1]))["command_s"])' \
+              "$out/fusedpair-$i/raw/mlp-gpu-fused.json" "fused-pair-$i" >>"$out/calls.txt" 2>&1; fi; done; done ;;
     prestart) for i in $(seq 1 "${PAIRS:-3}"); do
                 PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
                 order="no-prestart-workers prestart-workers"  # alternating: neither side always runs second
