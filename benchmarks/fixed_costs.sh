@@ -51,6 +51,14 @@ source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed
 # (docs/results/around-training.md, eighteenth).
 imports_of() { PYTHONPATH="$1${PYTHONPATH:-}" python3 -c "import gridbench; print('imports', gridbench.__file__)" \
   >>"$out/calls.txt" 2>&1; }
+# fused_floor.py --mode fused as NAME, on JAX's persistent cache in $work (the jaxfloor and fusedpairs steps share it).
+floor_fused() { JAX_COMPILATION_CACHE_DIR=$work/jax-floor-cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+# fused_floor.py --mode fused as NAME, on JAX's persistent cache in $work (shared by the jaxfloor and fusedpairs steps).
+  --json "$out/$1.json"; }
+# benchmarks/fused.py as NAME, its store and table in DIR, the runs given after them; on the persistent compile cache
+# (fused.py's own default is a cache per search: issue 15 measured first searches).
+fused_grid() { local name=$1 dir=$2; shift 2
+  timed "$name" python3 "$here/benchmarks/fused.py" --out "$dir" --data-dir "$data" --compile-cache persistent "$@"; }
 for step in $steps; do
   case $step in
     headline) for i in $(seq 1 "${HEADLINE_RUNS:-2}"); do timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done
@@ -58,25 +66,17 @@ for step in $steps; do
     floor) PYTHONPATH="$bench:${PYTHONPATH:-}" timed floor-A python3 "$bench/tune_floor.py" A ;;
     peer) timed peer python3 "$bench/peer_tune.py" "$data/mnist.npz" gpu ;;
     both) for i in 1 2; do timed "both-$i" python3 -m gridbench search mnist --device both --tracking-uri "$uri"; done ;;
-    fused) for i in 1 2; do  # the second finds every program in the compile cache (its table is the second's);
-             # fused.py's own default is a cache per search (issue 15 measured first searches)
-             timed "fused-$i" python3 "$here/benchmarks/fused.py" --out "$out/fused-$i" --data-dir "$data" \
-               --compile-cache persistent --only mlp-gpu-trials --only mlp-gpu-fused; done ;;
-    jaxfloor) jaxcache=$work/jax-floor-cache; mkdir -p "$jaxcache"
-      for i in 1 2; do JAX_COMPILATION_CACHE_DIR=$jaxcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
-        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 timed "jaxfloor-fused-$i" python3 "$bench/fused_floor.py" \
-        "$data/mnist.npz" --mode fused --json "$out/jaxfloor-fused-$i.json"; done
+    fused) for i in 1 2; do  # the second finds every program in the compile cache (its table is the second's)
+             fused_grid "fused-$i" "$out/fused-$i" --only mlp-gpu-trials --only mlp-gpu-fused; done ;;
+    jaxfloor) mkdir -p "$work/jax-floor-cache"
+      for i in 1 2; do floor_fused "jaxfloor-fused-$i"; done
       timed jaxfloor-trials python3 "$bench/fused_floor.py" "$data/mnist.npz" --mode trials \
         --json "$out/jaxfloor-trials.json" ;;
-    fusedpairs) jaxcache=$work/jax-floor-cache
-      for i in $(seq 1 "${PAIRS:-3}"); do
+    fusedpairs) for i in $(seq 1 "${PAIRS:-3}"); do
         order="floor gridbench"; [ $((i % 2)) = 0 ] && order="gridbench floor"  # neither side always second
         for side in $order; do
-          if [ "$side" = floor ]; then JAX_COMPILATION_CACHE_DIR=$jaxcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
-            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 timed "jaxfloor-fused-pair-$i" python3 "$bench/fused_floor.py" \
-            "$data/mnist.npz" --mode fused --json "$out/jaxfloor-fused-pair-$i.json"
-          else timed "fused-pair-$i" python3 "$here/benchmarks/fused.py" --out "$out/fusedpair-$i" --data-dir "$data" \
-            --compile-cache persistent --only mlp-gpu-fused
+          if [ "$side" = floor ]; then floor_fused "jaxfloor-fused-pair-$i"
+          else fused_grid "fused-pair-$i" "$out/fusedpair-$i" --only mlp-gpu-fused
             # fused.py's whole time above also holds reading the store back and its table: gridbench's own command
             python3 -c 'import json, sys; print(sys.argv[2] + ": gridbench command_s", json.load(open(sys.argv[1]))["command_s"])' \
               "$out/fusedpair-$i/raw/mlp-gpu-fused.json" "fused-pair-$i" >>"$out/calls.txt" 2>&1; fi; done; done ;;
