@@ -53,7 +53,7 @@ imports_of() { PYTHONPATH="$1${PYTHONPATH:-}" python3 -c "import gridbench; prin
   >>"$out/calls.txt" 2>&1; }
 # fused_floor.py --mode fused as NAME, on JAX's persistent cache in $work (the jaxfloor and fusedpairs steps share it).
 floor_fused() { JAX_COMPILATION_CACHE_DIR=$work/jax-floor-cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
-# fused_floor.py --mode fused as NAME, on JAX's persistent cache in $work (shared by the jaxfloor and fusedpairs steps).
+  JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 timed "$1" python3 "$bench/fused_floor.py" "$data/mnist.npz" --mode fused \
   --json "$out/$1.json"; }
 # benchmarks/fused.py as NAME, its store and table in DIR, the runs given after them; on the persistent compile cache
 # (fused.py's own default is a cache per search: issue 15 measured first searches).
