@@ -9,6 +9,7 @@ fails on it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -74,3 +75,50 @@ def test_jaxfloor_step_runs_the_floor_on_jax_persistent_cache(tmp_path):
     recorded = (out / "calls.txt").read_text().splitlines()
     assert [line.split(":")[0] for line in recorded] == ["jaxfloor-fused-1", "jaxfloor-fused-2", "jaxfloor-trials"]
     assert all(": rc 0 whole command " in line for line in recorded)
+
+
+def _targets_table():
+    spec = importlib.util.spec_from_file_location("targets_table", ROOT / "benchmarks" / "targets_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RAW = ROOT / "docs" / "results" / "around-training"
+
+
+def test_targets_table_pairs_runs_as_the_nineteenth_published_them():
+    """docs/results/around-training.md's nineteenth table (one H100), rebuilt from its raw files alone."""
+    table = _targets_table()
+    job = RAW / "h100-12fa26c"
+    first, floors, peers = table.headline_pairs(job)
+    assert first == 16.06
+    assert [round(floor / ours, 2) for ours, floor in floors] == [1.98, 2.23, 2.04, 1.74]
+    assert [round(peer / ours, 2) for ours, peer in peers] == [7.03, 7.95]
+    fused, trials = table.fused_pairs(job)
+    assert [round(ours / floor, 2) for ours, floor in fused] == [1.14, 1.20, 1.28, 1.33]
+    assert round(trials[0] / trials[1], 2) == 0.38
+    ready = table.ready_times(job)
+    assert [sum(t <= 0.1 for t in ready[program]) for program in ("mlp", "fused")] == [4, 3]
+    lines = table.rows(job)
+    assert any(line.startswith("| at least 2x `tune_floor.py A`") and line.endswith("| 2 of 4 |") for line in lines)
+
+
+def test_targets_table_reads_a_job_without_some_steps_and_says_what_did_not_run(tmp_path):
+    (tmp_path / "headline").mkdir()
+    (tmp_path / "headline" / "calls.txt").write_text(
+        "headline-1: rc 0 whole command 16.50 s\nheadline-2: rc 0 whole command 9.00 s\n"
+        "headline-3: rc 1 whole command 3.00 s\nfloor-A: rc 0 whole command 19.00 s\n"
+    )
+    (tmp_path / "fused").mkdir()
+    (tmp_path / "fused" / "calls.txt").write_text(
+        "jaxfloor-fused-pair-1: rc 0 whole command 10.00 s\nfused-pair-1: rc 0 whole command 19.50 s\n"
+        "fused-pair-1: gridbench command_s 16.0\n"  # fused.py's whole time above also reads the store back
+    )
+    table = _targets_table()
+    assert table.headline_pairs(tmp_path) == (16.5, [(9.0, 19.0)], [])  # a failed run is left out
+    assert table.fused_pairs(tmp_path) == ([(16.0, 10.0)], None)
+    lines = table.rows(tmp_path)
+    assert any("1.5x `fused_floor.py --mode fused`" in line and line.endswith("| no |") for line in lines)
+    assert any("one trial per configuration" in line and "| not run | - |" in line for line in lines)
+    assert any("`peer_tune.py`" in line and "| not run | - |" in line for line in lines)

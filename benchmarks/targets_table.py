@@ -1,0 +1,166 @@
+"""Issue "Everything around the training": its one-GPU targets, against one job's raw files, as a Markdown table.
+
+    python benchmarks/targets_table.py JOBDIR
+
+JOBDIR is laid out as the around-training jobs lay it out (docs/results/around-training/*/job.sh), each folder
+written by benchmarks/fixed_costs.sh, each read where present:
+- headline/: the `headline` step as the job's first search, so that its headline-1 ran on an empty compile cache and
+  its later runs on a filled one; `floor` (tune_floor.py A) and `peer` (peer_tune.py) where that step ran them;
+- pair-N/: the `floor` then `headline` steps, HEADLINE_RUNS=1, on the filled cache;
+- fused/: the `fused`, `jaxfloor` and `fusedpairs` steps;
+- ready.json: benchmarks/program_ready.py's records.
+
+Each ratio pairs two runs of one call, as the issue asks: a second run of the headline with the floor run of its step
+(and the peer), the fused grid's second run with fused_floor.py's second (`jaxfloor`), and each fused pair with its
+own floor run. gridbench's fused times are its own `command_s` (benchmarks/fused.py also reads the store back). Reads
+the files only: a table published earlier is rebuilt from its raw files, with nothing run again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+WHOLE = re.compile(r"^(?P<name>[\w-]+): rc (?P<rc>\d+) whole command (?P<s>[\d.]+) s$")
+OWN = re.compile(r"^(?P<name>[\w-]+): gridbench command_s (?P<s>[\d.]+)$")  # fusedpairs: gridbench's own command
+FUSED_AT_MOST, HEADLINE_AT_MOST, FIRST_AT_MOST, READY_AT_MOST = 1.5, 12.0, 18.0, 0.1  # the issue's targets
+FLOOR_AT_LEAST, PEER_AT_LEAST = 2.0, 5.0
+
+
+def calls(path: Path) -> dict[str, float]:
+    """A calls.txt's successful whole commands (and fusedpairs' own command_s lines, as NAME/own), by name."""
+    found = {}
+    for line in path.read_text().splitlines() if path.exists() else ():
+        if (whole := WHOLE.match(line)) and whole["rc"] == "0":
+            found[whole["name"]] = float(whole["s"])
+        elif own := OWN.match(line):
+            found[own["name"] + "/own"] = float(own["s"])
+    return found
+
+
+def command_s(path: Path) -> float | None:
+    """gridbench's own whole command in one of benchmarks/fused.py's raw JSON files, where it ran."""
+    return json.loads(path.read_text())["command_s"] if path.exists() else None
+
+
+def headline_pairs(job: Path) -> tuple[float | None, list[tuple[float, float]], list[tuple[float, float]]]:
+    """The first run on an empty cache; (second run, its step's floor) pairs; (second run, peer) pairs."""
+    first, floors, peers = None, [], []
+    pairs = [path for path in job.glob("pair-*") if path.is_dir()]
+    steps = [job / "headline", *sorted(pairs, key=lambda path: int(path.name.split("-")[1]))]
+    for step in steps:
+        runs = calls(step / "calls.txt")
+        headlines = sorted((name for name in runs if name.startswith("headline-")), key=lambda n: int(n.split("-")[1]))
+        if step.name == "headline" and headlines:
+            first, headlines = runs[headlines[0]], headlines[1:]
+        for name in headlines:
+            if "floor-A" in runs:
+                floors.append((runs[name], runs["floor-A"]))
+            if "peer" in runs:
+                peers.append((runs[name], runs["peer"]))
+    return first, floors, peers
+
+
+def fused_pairs(job: Path) -> tuple[list[tuple[float, float]], tuple[float, float] | None]:
+    """(gridbench, floor) for the fused grid: the `fused` step's second runs first, then each fusedpairs pair; and
+    (gridbench, floor) for the one-trial-per-configuration grid, where the job ran it."""
+    runs = calls(job / "fused" / "calls.txt")
+    raw = job / "fused" / "fused-2" / "raw"
+    pairs, trials = [], None
+    if (grid := command_s(raw / "mlp-gpu-fused.json")) is not None and "jaxfloor-fused-2" in runs:
+        pairs.append((grid, runs["jaxfloor-fused-2"]))
+    pair = 1
+    while f"jaxfloor-fused-pair-{pair}" in runs:
+        # calls.txt has gridbench's own line since 3ce0fae; earlier jobs kept only the raw file it is read from
+        grid = runs.get(
+            f"fused-pair-{pair}/own", command_s(job / "fused" / f"fusedpair-{pair}" / "raw" / "mlp-gpu-fused.json")
+        )
+        if grid is not None:
+            pairs.append((grid, runs[f"jaxfloor-fused-pair-{pair}"]))
+        pair += 1
+    if (grid := command_s(raw / "mlp-gpu-trials.json")) is not None and "jaxfloor-trials" in runs:
+        trials = (grid, runs["jaxfloor-trials"])
+    return pairs, trials
+
+
+def ready_times(job: Path) -> dict[str, list[float]]:
+    """Each program's times to be ready from the cache (program_ready.py's `ready` stage), in the order run."""
+    path = job / "ready.json"
+    times: dict[str, list[float]] = {}
+    for record in json.loads(path.read_text()) if path.exists() else ():
+        if record["stage"] == "ready":
+            times.setdefault(record["program"], []).append(record["ready_s"])
+    return times
+
+
+def met(count: int, total: int) -> str:
+    return "-" if not total else "yes" if count == total else "no" if not count else f"{count} of {total}"
+
+
+def ratio_row(target: str, pairs: list[tuple[float, float]], ok, shown) -> str:
+    """One row over (gridbench, reference) pairs: `shown` words each pair, `ok` says whether it meets the target."""
+    measured = "; ".join(shown(ours, theirs) for ours, theirs in pairs) or "not run"
+    return f"| {target} | {measured} | {met(sum(bool(ok(ours, theirs)) for ours, theirs in pairs), len(pairs))} |"
+
+
+def rows(job: Path) -> list[str]:
+    first, floors, peers = headline_pairs(job)
+    fused, trials = fused_pairs(job)
+    seconds = sorted({ours for ours, _ in floors + peers})
+    lines = [
+        ratio_row(
+            f"64-configuration grid, fused: at most {FUSED_AT_MOST}x `fused_floor.py --mode fused`",
+            fused,
+            lambda ours, floor: ours / floor <= FUSED_AT_MOST,
+            lambda ours, floor: f"{ours:.2f} s against {floor:.2f} s: {ours / floor:.2f}x",
+        ),
+        ratio_row(
+            f"the same grid, one trial per configuration: at most {FUSED_AT_MOST}x `--mode trials`",
+            [trials] if trials else [],
+            lambda ours, floor: ours / floor <= FUSED_AT_MOST,
+            lambda ours, floor: f"{ours:.2f} s against {floor:.2f} s: {ours / floor:.2f}x",
+        ),
+    ]
+    for program, times in ready_times(job).items():
+        shown = ", ".join(f"{t:.3f}" for t in times)
+        lines.append(
+            f"| a program from the cache ready in at most {READY_AT_MOST} s ({program}) | {shown} s "
+            f"| {met(sum(t <= READY_AT_MOST for t in times), len(times))} |"
+        )
+    lines.append(
+        f"| headline's second run at most {HEADLINE_AT_MOST:g} s | {', '.join(f'{s:.2f}' for s in seconds)} s "
+        f"| {met(sum(s <= HEADLINE_AT_MOST for s in seconds), len(seconds))} |"
+    )
+    for reference, at_least, pairs in (
+        ("tune_floor.py A", FLOOR_AT_LEAST, floors),
+        ("peer_tune.py", PEER_AT_LEAST, peers),
+    ):
+        lines.append(
+            ratio_row(
+                f"at least {at_least:g}x `{reference}` in the same call",
+                pairs,
+                lambda ours, theirs, at_least=at_least: theirs / ours >= at_least,
+                lambda ours, theirs: f"{theirs:.2f} s against {ours:.2f} s: {theirs / ours:.2f}x",
+            )
+        )
+    first_shown = f"{first:.2f} s" if first is not None else "not run"
+    lines.append(
+        f"| first run on an empty cache at most {FIRST_AT_MOST:g} s | {first_shown} "
+        f"| {met(int(first is not None and first <= FIRST_AT_MOST), int(first is not None))} |"
+    )
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
+        print("usage: python benchmarks/targets_table.py JOBDIR (a folder of an around-training job's raw files)")
+        return 2
+    print("| target | measured | met |\n|---|---|---|")
+    print("\n".join(rows(Path(argv[0]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
