@@ -45,22 +45,22 @@ def command_s(path: Path) -> float | None:
     return json.loads(path.read_text())["command_s"] if path.exists() else None
 
 
-def headline_pairs(job: Path) -> tuple[float | None, list[tuple[float, float]], list[tuple[float, float]]]:
-    """The first run on an empty cache; (second run, its step's floor) pairs; (second run, peer) pairs."""
-    first, floors, peers = None, [], []
+def headline_runs(job: Path) -> tuple[float | None, list[float], list[tuple[float, float]], list[tuple[float, float]]]:
+    """The first run on an empty cache; every second run; (second run, its step's floor) and (second run, peer) pairs."""
+    first, seconds, floors, peers = None, [], [], []
     pairs = [path for path in job.glob("pair-*") if path.is_dir()]
-    steps = [job / "headline", *sorted(pairs, key=lambda path: int(path.name.split("-")[1]))]
-    for step in steps:
+    for step in [job / "headline", *sorted(pairs, key=lambda path: int(path.name.split("-")[1]))]:
         runs = calls(step / "calls.txt")
         headlines = sorted((name for name in runs if name.startswith("headline-")), key=lambda n: int(n.split("-")[1]))
         if step.name == "headline" and headlines:
             first, headlines = runs[headlines[0]], headlines[1:]
         for name in headlines:
+            seconds.append(runs[name])
             if "floor-A" in runs:
                 floors.append((runs[name], runs["floor-A"]))
             if "peer" in runs:
                 peers.append((runs[name], runs["peer"]))
-    return first, floors, peers
+    return first, seconds, floors, peers
 
 
 def fused_pairs(job: Path) -> tuple[list[tuple[float, float]], tuple[float, float] | None]:
@@ -106,9 +106,8 @@ def ratio_row(target: str, pairs: list[tuple[float, float]], ok, shown) -> str:
 
 
 def rows(job: Path) -> list[str]:
-    first, floors, peers = headline_pairs(job)
+    first, seconds, floors, peers = headline_runs(job)
     fused, trials = fused_pairs(job)
-    seconds = sorted({ours for ours, _ in floors + peers})
     lines = [
         ratio_row(
             f"64-configuration grid, fused: at most {FUSED_AT_MOST}x `fused_floor.py --mode fused`",
