@@ -24,25 +24,23 @@ import sys
 from pathlib import Path
 
 WHOLE = re.compile(r"^(?P<name>[\w-]+): rc (?P<rc>\d+) whole command (?P<s>[\d.]+) s$")
-OWN = re.compile(r"^(?P<name>[\w-]+): gridbench command_s (?P<s>[\d.]+)$")  # fusedpairs: gridbench's own command
 FUSED_AT_MOST, HEADLINE_AT_MOST, FIRST_AT_MOST, READY_AT_MOST = 1.5, 12.0, 18.0, 0.1  # the issue's targets
 FLOOR_AT_LEAST, PEER_AT_LEAST = 2.0, 5.0
 
 
 def calls(path: Path) -> dict[str, float]:
-    """A calls.txt's successful whole commands (and fusedpairs' own command_s lines, as NAME/own), by name."""
+    """A calls.txt's successful whole commands, by name."""
     found = {}
     for line in path.read_text().splitlines() if path.exists() else ():
         if (whole := WHOLE.match(line)) and whole["rc"] == "0":
             found[whole["name"]] = float(whole["s"])
-        elif own := OWN.match(line):
-            found[own["name"] + "/own"] = float(own["s"])
     return found
 
 
 def command_s(path: Path) -> float | None:
-    """gridbench's own whole command in one of benchmarks/fused.py's raw JSON files, where it ran."""
-    return json.loads(path.read_text())["command_s"] if path.exists() else None
+    """gridbench's own whole command in one of benchmarks/fused.py's raw JSON files, where it ran and succeeded."""
+    run = json.loads(path.read_text()) if path.exists() else {}
+    return run["command_s"] if run.get("exit") == 0 else None
 
 
 def headline_runs(job: Path) -> tuple[float | None, list[float], list[tuple[float, float]], list[tuple[float, float]]]:
@@ -52,8 +50,8 @@ def headline_runs(job: Path) -> tuple[float | None, list[float], list[tuple[floa
     for step in [job / "headline", *sorted(pairs, key=lambda path: int(path.name.split("-")[1]))]:
         runs = calls(step / "calls.txt")
         headlines = sorted((name for name in runs if name.startswith("headline-")), key=lambda n: int(n.split("-")[1]))
-        if step.name == "headline" and headlines:
-            first, headlines = runs[headlines[0]], headlines[1:]
+        if step.name == "headline":  # its headline-1 is the first run, whether it succeeded or not
+            first, headlines = runs.get("headline-1"), [name for name in headlines if name != "headline-1"]
         for name in headlines:
             seconds.append(runs[name])
             if "floor-A" in runs:
@@ -73,10 +71,7 @@ def fused_pairs(job: Path) -> tuple[list[tuple[float, float]], tuple[float, floa
         pairs.append((grid, runs["jaxfloor-fused-2"]))
     pair = 1
     while f"jaxfloor-fused-pair-{pair}" in runs:
-        # calls.txt has gridbench's own line since 3ce0fae; earlier jobs kept only the raw file it is read from
-        grid = runs.get(
-            f"fused-pair-{pair}/own", command_s(job / "fused" / f"fusedpair-{pair}" / "raw" / "mlp-gpu-fused.json")
-        )
+        grid = command_s(job / "fused" / f"fusedpair-{pair}" / "raw" / "mlp-gpu-fused.json")
         if grid is not None:
             pairs.append((grid, runs[f"jaxfloor-fused-pair-{pair}"]))
         pair += 1
@@ -101,7 +96,7 @@ def met(count: int, total: int) -> str:
 
 def ratio_row(target: str, pairs: list[tuple[float, float]], ok, shown) -> str:
     """One row over (gridbench, reference) pairs: `shown` words each pair, `ok` says whether it meets the target."""
-    measured = "; ".join(shown(ours, theirs) for ours, theirs in pairs) or "not run"
+    measured = "; ".join(shown(ours, theirs) for ours, theirs in pairs) or "not measured (not run, or failed)"
     return f"| {target} | {measured} | {met(sum(bool(ok(ours, theirs)) for ours, theirs in pairs), len(pairs))} |"
 
 
@@ -144,7 +139,7 @@ def rows(job: Path) -> list[str]:
                 lambda ours, theirs: f"{theirs:.2f} s against {ours:.2f} s: {theirs / ours:.2f}x",
             )
         )
-    first_shown = f"{first:.2f} s" if first is not None else "not run"
+    first_shown = f"{first:.2f} s" if first is not None else "not measured (not run, or failed)"
     lines.append(
         f"| first run on an empty cache at most {FIRST_AT_MOST:g} s | {first_shown} "
         f"| {met(int(first is not None and first <= FIRST_AT_MOST), int(first is not None))} |"

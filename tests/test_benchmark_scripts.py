@@ -116,14 +116,20 @@ def test_targets_table_reads_a_job_without_some_steps_and_says_what_did_not_run(
     (tmp_path / "fused").mkdir()
     (tmp_path / "fused" / "calls.txt").write_text(
         "jaxfloor-fused-pair-1: rc 0 whole command 10.00 s\nfused-pair-1: rc 0 whole command 19.50 s\n"
-        "fused-pair-1: gridbench command_s 16.0\n"  # fused.py's whole time above also reads the store back
+        "jaxfloor-fused-pair-2: rc 0 whole command 10.00 s\nfused-pair-2: rc 0 whole command 13.00 s\n"
     )
+    for pair, (exit_code, seconds) in {1: (0, 16.0), 2: (1, 11.0)}.items():  # fused.py also reads the store back
+        raw = tmp_path / "fused" / f"fusedpair-{pair}" / "raw"
+        raw.mkdir(parents=True)
+        (raw / "mlp-gpu-fused.json").write_text(json.dumps({"exit": exit_code, "command_s": seconds}))
     table = _targets_table()
     # a failed run is left out; a second run without a floor beside it still counts against the 12 s
     assert table.headline_runs(tmp_path) == (16.5, [9.0, 9.0], [(9.0, 19.0)], [])
-    assert table.fused_pairs(tmp_path) == ([(16.0, 10.0)], None)
+    assert table.fused_pairs(tmp_path) == ([(16.0, 10.0)], None)  # gridbench's own time; a failed search left out
     lines = table.rows(tmp_path)
     assert any("1.5x `fused_floor.py --mode fused`" in line and line.endswith("| no |") for line in lines)
-    assert any("one trial per configuration" in line and "| not run | - |" in line for line in lines)
-    assert any("`peer_tune.py`" in line and "| not run | - |" in line for line in lines)
+    assert any(
+        "one trial per configuration" in line and "| not measured (not run, or failed) | - |" in line for line in lines
+    )
+    assert any("`peer_tune.py`" in line and "| not measured (not run, or failed) | - |" in line for line in lines)
     assert any("second run at most 12 s | 9.00, 9.00 s | yes |" in line for line in lines)
