@@ -9,6 +9,8 @@ written by benchmarks/fixed_costs.sh, each read where present:
 - pair-N/: the `floor` then `headline` steps, HEADLINE_RUNS=1, on the filled cache;
 - fused/: the `fused`, `jaxfloor` and `fusedpairs` steps;
 - ready.json: benchmarks/program_ready.py's records.
+Other steps name their runs otherwise (`against`, `prestart`, `firstrun`: headline-after-N, floor-A-N, ...) and are
+not read: a target that only they measured says NOT_MEASURED.
 
 Each ratio pairs two runs of one call, as the issue asks: a second run of the headline with the floor run of its step
 (and the peer), the fused grid's second run with fused_floor.py's second (`jaxfloor`), and each fused pair with its
@@ -24,8 +26,10 @@ import sys
 from pathlib import Path
 
 WHOLE = re.compile(r"^(?P<name>[\w-]+): rc (?P<rc>\d+) whole command (?P<s>[\d.]+) s$")
+HEADLINE, PAIR_STEP, FUSED_PAIR = re.compile(r"^headline-\d+$"), re.compile(r"^pair-\d+$"), re.compile(r"-pair-(\d+)$")
 FUSED_AT_MOST, HEADLINE_AT_MOST, FIRST_AT_MOST, READY_AT_MOST = 1.5, 12.0, 18.0, 0.1  # the issue's targets
 FLOOR_AT_LEAST, PEER_AT_LEAST = 2.0, 5.0
+NOT_MEASURED = "not found (not run, failed, or named by a step not read)"
 
 
 def calls(path: Path) -> dict[str, float]:
@@ -44,14 +48,20 @@ def command_s(path: Path) -> float | None:
 
 
 def headline_runs(job: Path) -> tuple[float | None, list[float], list[tuple[float, float]], list[tuple[float, float]]]:
-    """The first run on an empty cache; every second run; (second run, its step's floor) and (second run, peer) pairs."""
+    """The first run on an empty cache; every second run; (second run, its step's floor) and (second run, peer) pairs.
+
+    Only the `headline`, `floor` and `peer` steps' runs are read (headline-N, floor-A, peer); the `against`, `prestart`
+    and `firstrun` steps name theirs otherwise (headline-after-N, floor-A-N, ...). Where headline/'s headline-1 failed,
+    its later runs are left out: the first of them may have run on the empty cache.
+    """
     first, seconds, floors, peers = None, [], [], []
-    pairs = [path for path in job.glob("pair-*") if path.is_dir()]
+    pairs = [path for path in job.glob("pair-*") if PAIR_STEP.match(path.name) and path.is_dir()]
     for step in [job / "headline", *sorted(pairs, key=lambda path: int(path.name.split("-")[1]))]:
         runs = calls(step / "calls.txt")
-        headlines = sorted((name for name in runs if name.startswith("headline-")), key=lambda n: int(n.split("-")[1]))
-        if step.name == "headline":  # its headline-1 is the first run, whether it succeeded or not
-            first, headlines = runs.get("headline-1"), [name for name in headlines if name != "headline-1"]
+        headlines = sorted((name for name in runs if HEADLINE.match(name)), key=lambda n: int(n.split("-")[1]))
+        if step.name == "headline":
+            first = runs.get("headline-1")
+            headlines = [name for name in headlines if name != "headline-1"] if first is not None else []
         for name in headlines:
             seconds.append(runs[name])
             if "floor-A" in runs:
@@ -69,12 +79,10 @@ def fused_pairs(job: Path) -> tuple[list[tuple[float, float]], tuple[float, floa
     pairs, trials = [], None
     if (grid := command_s(raw / "mlp-gpu-fused.json")) is not None and "jaxfloor-fused-2" in runs:
         pairs.append((grid, runs["jaxfloor-fused-2"]))
-    pair = 1
-    while f"jaxfloor-fused-pair-{pair}" in runs:
+    for pair in sorted({int(match[1]) for name in runs if (match := FUSED_PAIR.search(name))}):
         grid = command_s(job / "fused" / f"fusedpair-{pair}" / "raw" / "mlp-gpu-fused.json")
-        if grid is not None:
+        if grid is not None and f"jaxfloor-fused-pair-{pair}" in runs:  # a pair of which either side failed is left out
             pairs.append((grid, runs[f"jaxfloor-fused-pair-{pair}"]))
-        pair += 1
     if (grid := command_s(raw / "mlp-gpu-trials.json")) is not None and "jaxfloor-trials" in runs:
         trials = (grid, runs["jaxfloor-trials"])
     return pairs, trials
@@ -94,55 +102,50 @@ def met(count: int, total: int) -> str:
     return "-" if not total else "yes" if count == total else "no" if not count else f"{count} of {total}"
 
 
-def ratio_row(target: str, pairs: list[tuple[float, float]], ok, shown) -> str:
-    """One row over (gridbench, reference) pairs: `shown` words each pair, `ok` says whether it meets the target."""
-    measured = "; ".join(shown(ours, theirs) for ours, theirs in pairs) or "not measured (not run, or failed)"
-    return f"| {target} | {measured} | {met(sum(bool(ok(ours, theirs)) for ours, theirs in pairs), len(pairs))} |"
+def row(target: str, shown: list[str], oks: list[bool]) -> str:
+    """One table row: what was measured (or NOT_MEASURED), and how many of `oks` meet the target."""
+    return f"| {target} | {'; '.join(shown) or NOT_MEASURED} | {met(sum(oks), len(oks))} |"
+
+
+def ratio(value: float, target: float) -> str:
+    """N.NNx, with a third decimal where two would round a miss onto the target (1.996 is not 2.00x)."""
+    text = f"{value:.2f}"
+    return (f"{value:.3f}" if float(text) == target and value != target else text) + "x"
+
+
+def listed(values: list[float], digits: int) -> list[str]:
+    return [", ".join(f"{value:.{digits}f}" for value in values) + " s"] if values else []
 
 
 def rows(job: Path) -> list[str]:
     first, seconds, floors, peers = headline_runs(job)
     fused, trials = fused_pairs(job)
-    lines = [
-        ratio_row(
-            f"64-configuration grid, fused: at most {FUSED_AT_MOST}x `fused_floor.py --mode fused`",
-            fused,
-            lambda ours, floor: ours / floor <= FUSED_AT_MOST,
-            lambda ours, floor: f"{ours:.2f} s against {floor:.2f} s: {ours / floor:.2f}x",
-        ),
-        ratio_row(
+    lines = []
+    for target, pairs in (
+        (f"64-configuration grid, fused: at most {FUSED_AT_MOST}x `fused_floor.py --mode fused`", fused),
+        (
             f"the same grid, one trial per configuration: at most {FUSED_AT_MOST}x `--mode trials`",
             [trials] if trials else [],
-            lambda ours, floor: ours / floor <= FUSED_AT_MOST,
-            lambda ours, floor: f"{ours:.2f} s against {floor:.2f} s: {ours / floor:.2f}x",
         ),
-    ]
-    for program, times in ready_times(job).items():
-        shown = ", ".join(f"{t:.3f}" for t in times)
-        lines.append(
-            f"| a program from the cache ready in at most {READY_AT_MOST} s ({program}) | {shown} s "
-            f"| {met(sum(t <= READY_AT_MOST for t in times), len(times))} |"
-        )
-    lines.append(
-        f"| headline's second run at most {HEADLINE_AT_MOST:g} s | {', '.join(f'{s:.2f}' for s in seconds)} s "
-        f"| {met(sum(s <= HEADLINE_AT_MOST for s in seconds), len(seconds))} |"
-    )
+    ):
+        shown = [f"{ours:.2f} s against {floor:.2f} s: {ratio(ours / floor, FUSED_AT_MOST)}" for ours, floor in pairs]
+        lines.append(row(target, shown, [ours / floor <= FUSED_AT_MOST for ours, floor in pairs]))
+    ready = ready_times(job) or {"mlp": [], "fused": []}
+    for program, times in ready.items():
+        target = f"a program from the cache ready in at most {READY_AT_MOST} s ({program})"
+        lines.append(row(target, listed(times, 3), [t <= READY_AT_MOST for t in times]))
+    target = f"headline's second run at most {HEADLINE_AT_MOST:g} s"
+    lines.append(row(target, listed(seconds, 2), [s <= HEADLINE_AT_MOST for s in seconds]))
     for reference, at_least, pairs in (
         ("tune_floor.py A", FLOOR_AT_LEAST, floors),
         ("peer_tune.py", PEER_AT_LEAST, peers),
     ):
-        lines.append(
-            ratio_row(
-                f"at least {at_least:g}x `{reference}` in the same call",
-                pairs,
-                lambda ours, theirs, at_least=at_least: theirs / ours >= at_least,
-                lambda ours, theirs: f"{theirs:.2f} s against {ours:.2f} s: {theirs / ours:.2f}x",
-            )
-        )
-    first_shown = f"{first:.2f} s" if first is not None else "not measured (not run, or failed)"
+        shown = [f"{theirs:.2f} s against {ours:.2f} s: {ratio(theirs / ours, at_least)}" for ours, theirs in pairs]
+        oks = [theirs / ours >= at_least for ours, theirs in pairs]
+        lines.append(row(f"at least {at_least:g}x `{reference}` in the same call", shown, oks))
+    target = f"first run on an empty cache at most {FIRST_AT_MOST:g} s"
     lines.append(
-        f"| first run on an empty cache at most {FIRST_AT_MOST:g} s | {first_shown} "
-        f"| {met(int(first is not None and first <= FIRST_AT_MOST), int(first is not None))} |"
+        row(target, listed([first], 2) if first is not None else [], [first <= FIRST_AT_MOST] if first else [])
     )
     return lines
 

@@ -3,8 +3,8 @@
 The GPU jobs that publish docs/results' figures run this script on a lent machine, where a step that fails costs
 device time and leaves a figure unmeasured. Its `jaxfloor` step needs no GPU of gridbench's: only
 ../shared/bench/fused_floor.py, replaced here by a script that records how it was called. A line continuation lost
-in a reread (d1d2339) made every floor run of that step a shell error ("--json: command not found"); this test
-fails on it.
+in a reread (d1d2339) made every `--mode fused` floor run (the jaxfloor and fusedpairs steps') a shell error
+("--json: command not found"); this test fails on it.
 """
 
 from __future__ import annotations
@@ -100,36 +100,69 @@ def test_targets_table_pairs_runs_as_the_nineteenth_published_them():
     assert [round(ours / floor, 2) for ours, floor in fused] == [1.14, 1.20, 1.28, 1.33]
     assert round(trials[0] / trials[1], 2) == 0.38
     ready = table.ready_times(job)
-    assert [sum(t <= 0.1 for t in ready[program]) for program in ("mlp", "fused")] == [4, 3]
+    assert {program: (sum(t <= 0.1 for t in times), len(times)) for program, times in ready.items()} == {
+        "mlp": (4, 5),
+        "fused": (3, 5),
+    }
     lines = table.rows(job)
     assert any(line.startswith("| at least 2x `tune_floor.py A`") and line.endswith("| 2 of 4 |") for line in lines)
 
 
-def test_targets_table_reads_a_job_without_some_steps_and_says_what_did_not_run(tmp_path):
+def test_targets_table_rebuilds_the_eighteenths_peer_ratio_and_reads_past_other_steps_runs():
+    """The eighteenth (one H200) published 7.89x for 82.95 / 10.52 = 7.88498; h100-85ac4a3's headline/ also holds the
+    `against` step's runs (headline-after-N, floor-A-N), which are not the headline step's."""
+    table = _targets_table()
+    _, _, _, peers = table.headline_runs(RAW / "h200-6cb7382")
+    assert [table.ratio(peer / ours, 5.0) for ours, peer in peers] == ["7.29x", "7.88x"]
+    assert table.headline_runs(RAW / "h100-85ac4a3") == (31.23, [12.01], [], [])
+
+
+def test_targets_table_shows_a_third_decimal_where_two_would_round_a_miss_onto_the_target():
+    table = _targets_table()
+    assert (table.ratio(1.996, 2.0), table.ratio(2.0, 2.0), table.ratio(1.504, 1.5)) == ("1.996x", "2.00x", "1.504x")
+
+
+def _job(tmp_path, headline: str, fused_calls: str, fused_raw: dict[int, tuple[int, float]]):
     (tmp_path / "headline").mkdir()
-    (tmp_path / "headline" / "calls.txt").write_text(
-        "headline-1: rc 0 whole command 16.50 s\nheadline-2: rc 0 whole command 9.00 s\n"
-        "headline-3: rc 1 whole command 3.00 s\nfloor-A: rc 0 whole command 19.00 s\n"
-    )
-    (tmp_path / "pair-1").mkdir()  # a second run beside its floor, and one of the same time in another step
-    (tmp_path / "pair-1" / "calls.txt").write_text("headline-1: rc 0 whole command 9.00 s\n")
+    (tmp_path / "headline" / "calls.txt").write_text(headline)
     (tmp_path / "fused").mkdir()
-    (tmp_path / "fused" / "calls.txt").write_text(
-        "jaxfloor-fused-pair-1: rc 0 whole command 10.00 s\nfused-pair-1: rc 0 whole command 19.50 s\n"
-        "jaxfloor-fused-pair-2: rc 0 whole command 10.00 s\nfused-pair-2: rc 0 whole command 13.00 s\n"
-    )
-    for pair, (exit_code, seconds) in {1: (0, 16.0), 2: (1, 11.0)}.items():  # fused.py also reads the store back
+    (tmp_path / "fused" / "calls.txt").write_text(fused_calls)
+    for pair, (exit_code, seconds) in fused_raw.items():  # fused.py's own JSON: gridbench's exit and command_s
         raw = tmp_path / "fused" / f"fusedpair-{pair}" / "raw"
         raw.mkdir(parents=True)
         (raw / "mlp-gpu-fused.json").write_text(json.dumps({"exit": exit_code, "command_s": seconds}))
+
+
+def test_targets_table_reads_a_job_without_some_steps_and_says_what_did_not_run(tmp_path):
+    _job(
+        tmp_path,
+        "headline-1: rc 0 whole command 16.50 s\nheadline-2: rc 0 whole command 9.00 s\n"
+        "headline-3: rc 1 whole command 3.00 s\nfloor-A: rc 0 whole command 19.00 s\n",
+        # fused.py's whole time (the lines below) also reads the store back: gridbench's own is in its JSON
+        "jaxfloor-fused-pair-1: rc 0 whole command 10.00 s\nfused-pair-1: rc 0 whole command 19.50 s\n"
+        "jaxfloor-fused-pair-2: rc 1 whole command 1.00 s\nfused-pair-2: rc 0 whole command 13.00 s\n"
+        "jaxfloor-fused-pair-3: rc 0 whole command 10.00 s\nfused-pair-3: rc 0 whole command 13.00 s\n"
+        "fused-pair-4: rc 0 whole command 13.00 s\njaxfloor-fused-pair-4: rc 0 whole command 10.00 s\n",
+        {1: (0, 16.0), 2: (0, 11.0), 3: (0, 12.0), 4: (1, 11.0)},
+    )
+    (tmp_path / "pair-1").mkdir()  # a second run with no floor in its step, of the same time as headline-2
+    (tmp_path / "pair-1" / "calls.txt").write_text("headline-1: rc 0 whole command 9.00 s\n")
     table = _targets_table()
     # a failed run is left out; a second run without a floor beside it still counts against the 12 s
     assert table.headline_runs(tmp_path) == (16.5, [9.0, 9.0], [(9.0, 19.0)], [])
-    assert table.fused_pairs(tmp_path) == ([(16.0, 10.0)], None)  # gridbench's own time; a failed search left out
+    # pair 2's floor and pair 4's search failed: both pairs are left out, and pair 3 is still read
+    assert table.fused_pairs(tmp_path) == ([(16.0, 10.0), (12.0, 10.0)], None)
     lines = table.rows(tmp_path)
-    assert any("1.5x `fused_floor.py --mode fused`" in line and line.endswith("| no |") for line in lines)
-    assert any(
-        "one trial per configuration" in line and "| not measured (not run, or failed) | - |" in line for line in lines
-    )
-    assert any("`peer_tune.py`" in line and "| not measured (not run, or failed) | - |" in line for line in lines)
+    assert any("1.5x `fused_floor.py --mode fused`" in line and line.endswith("| 1 of 2 |") for line in lines)
+    for target in ("one trial per configuration", "`peer_tune.py`", "ready in at most 0.1 s (mlp)"):
+        assert any(target in line and f"| {table.NOT_MEASURED} | - |" in line for line in lines), target
     assert any("second run at most 12 s | 9.00, 9.00 s | yes |" in line for line in lines)
+
+
+def test_targets_table_counts_no_second_run_where_the_first_failed(tmp_path):
+    """The run after a failed first run may have run on the empty cache itself: it is not counted as a second run."""
+    _job(tmp_path, "headline-1: rc 1 whole command 4.00 s\nheadline-2: rc 0 whole command 25.00 s\n", "", {})
+    table = _targets_table()
+    assert table.headline_runs(tmp_path) == (None, [], [], [])
+    lines = table.rows(tmp_path)
+    assert any(line.startswith("| headline's second run") and f"| {table.NOT_MEASURED} | - |" in line for line in lines)
