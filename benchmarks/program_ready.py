@@ -40,11 +40,12 @@ CHILD = textwrap.dedent(
     from gridbench.workloads import WORKLOADS, keras_mlp
     compile_cache.use(args["cache"])  # as keras_common.prepare does in a search's worker
     from jax.experimental import serialize_executable
-    loads, deserialize_and_load = [], serialize_executable.deserialize_and_load
-    def timed_load(*a, **k):  # each saved executable's load apart (the epoch's, then the evaluation's)
+    import threading
+    loads, deserialize_and_load = {}, serialize_executable.deserialize_and_load
+    def timed_load(*a, **k):  # each saved executable's load apart: the epoch's here, the evaluation's on a thread beside
         t = time.perf_counter()
         out = deserialize_and_load(*a, **k)
-        loads.append(time.perf_counter() - t)
+        loads["epoch" if threading.current_thread() is threading.main_thread() else "evaluation"] = time.perf_counter() - t
         return out
     serialize_executable.deserialize_and_load = timed_load
     if args["quick"]:
@@ -71,7 +72,7 @@ CHILD = textwrap.dedent(
     fit = session.fit(PhaseClock(sync=session.sync))
     evaluation = session.evaluate()
     fit, evaluation = (fit[0], evaluation[0]) if isinstance(fit, list) else (fit, evaluation)
-    print(json.dumps({"ready_s": ready_s, "cached": tags["program.cached"], **phases, "loads_s": loads,
+    print(json.dumps({"ready_s": ready_s, "cached": tags["program.cached"], **phases, "loads_s": [loads[p] for p in ("epoch", "evaluation") if p in loads],
                       "loss": fit["train_loss"], "accuracy": evaluation["test_accuracy"],
                       "device": str(jax.devices()[0]), "device_kind": jax.devices()[0].device_kind}))
     """
@@ -94,7 +95,7 @@ def run(settings: dict, saved: bool) -> dict:
 
 def show(program: str, setting: str, stage: str, row: dict) -> None:
     parts = "  ".join(f"{p.removesuffix('_s')} {row[p]:.3f}" for p in PARTS if row[p])
-    if row.get("loads_s"):  # saved_programs.EXECUTABLES' order
+    if row.get("loads_s"):  # the epoch's, then the evaluation's (loaded at once since 2026-12-07)
         parts += "  (epoch " + ", evaluation ".join(f"{s:.3f}" for s in row["loads_s"]) + ")"
     print(
         f"{program:5s} {setting:9s} {stage:5s} ready {row['ready_s']:.3f} s (cached {row['cached']}: {parts})  "
