@@ -138,3 +138,27 @@ def test_a_saved_programs_name_changes_with_what_the_program_depends_on(saved_re
 @pytest.mark.slow
 def test_saved_programs_beyond_their_bound_go_least_recently_used_first_and_dead_writers_files_go(saved_report):
     assert saved_report["bound"]["kept"] == [".writing-now", "a.program", "d.program"]
+
+
+@pytest.mark.parametrize("asked", [False, True], ids=["by-default", "asked-for"])
+def test_programs_carry_each_operations_own_line_and_whole_tracebacks_only_where_asked(monkeypatch, asked):
+    """XLA:GPU formats every frame of every instruction each time it loads an executable (short_locations)."""
+    jax = pytest.importorskip("jax")
+    from gridbench.workloads import saved_programs
+
+    monkeypatch.delenv(saved_programs.FULL_TRACEBACKS_ENV, raising=False)
+    if asked:
+        monkeypatch.setenv(saved_programs.FULL_TRACEBACKS_ENV, "1")
+
+    def inner(x):
+        return jax.numpy.tanh(x) * 2.0
+
+    def outer(x):
+        return inner(x) + 1.0
+
+    with saved_programs.short_locations():
+        text = jax.jit(outer).lower(1.0).as_text(debug_info=True)
+    assert ("callsite(" in text) == asked
+    assert "test_saved_programs.py" in text  # each operation's own file and line, either way
+    name = saved_programs.identity(("a program",), jax.devices("cpu")[0])
+    assert ("('full_tracebacks', True)" in name) == asked

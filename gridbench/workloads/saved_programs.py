@@ -12,7 +12,9 @@ The name holds gridbench's program key (workload, architecture, batch size, prec
 optimizer, loop, data shapes and dtypes, classes, device, members of a fused group), the
 source of gridbench.workloads (the loop, the models, donation), the versions of JAX, jaxlib,
 Keras and Python, JAX's tracing configuration, Keras' configuration, the XLA flags, the
-device's platform, kind and runtime, and the host's processor. A file is used only if its
+device's platform, kind and runtime, the host's processor, and whether the program carries
+each operation's whole Python traceback (short_locations: by default only its innermost frame,
+which makes an executable quicker to load on a GPU). A file is used only if its
 checksum and the full identity inside it match, and its executables take exactly the
 arguments the trial passes (shapes, dtypes, shardings); anything else (damaged, foreign,
 unfitting, unreadable) falls back to tracing and JAX's cache, and the file is removed.
@@ -95,14 +97,16 @@ def ready_or_compile(
     """
     where = directory()
     if where is None or not keep or isinstance(place, jax.sharding.Sharding):
-        return compile_program(None)
+        with short_locations():
+            return compile_program(None)
     name = identity(program_key, place)
     path = path_of(where, name)
     program = load(path, name, arguments, place, ahead)
     if program is not None:
         return program
     served = compile_cache.mark()[1]
-    program = compile_program(os.path.basename(path)[:12])
+    with short_locations():
+        program = compile_program(os.path.basename(path)[:12])
     # Only an executable XLA compiled here: one that JAX's cache served does not serialise whole again (JAX
     # 0.10.2 on CPU: the reloaded executable failed as it ran, "Function add_tanh_fusion.2 not found").
     if compile_cache.mark()[1] == served:
@@ -110,6 +114,27 @@ def ready_or_compile(
     else:
         SERVED_UNSAVED.add(program_key)  # a precompile process compiles it again past JAX's cache (save_unsaved)
     return program
+
+
+# JAX writes each operation's Python traceback (up to jax_traceback_in_locations_limit frames: 100 in JAX 0.10-0.11)
+# into the program, and XLA:GPU formats every instruction's frames into profiler annotations each time it loads an
+# executable: 67% of an epoch's load on an H100 (docs/results/around-training.md, twenty-first section). The innermost
+# frame of each operation (its file and line) is kept; JAX's own variable, where set, is the user's choice and stands.
+FULL_TRACEBACKS_ENV = "JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS"
+
+
+def full_tracebacks() -> bool:
+    """Whether gridbench's programs carry each operation's whole Python traceback: only where the user asked."""
+    return FULL_TRACEBACKS_ENV in os.environ and jax.config.jax_include_full_tracebacks_in_locations
+
+
+@contextlib.contextmanager
+def short_locations():
+    """Programs lowered inside carry full tracebacks only where the user asked (full_tracebacks)."""
+    from jax._src import config  # JAX's own module: the setting has no public context manager
+
+    with config.include_full_tracebacks_in_locations(full_tracebacks()):
+        yield
 
 
 @contextlib.contextmanager
@@ -129,7 +154,8 @@ def past_jax_cache():
 
 def identity(program_key: tuple, device) -> str:
     """Everything a program depends on besides its arguments' values, as text (a file's name hashes it)."""
-    return repr((FORMAT, program_key, _process_identity(), _device_identity(device), _trace_config(), _keras_config()))
+    process = (*_process_identity(), ("full_tracebacks", full_tracebacks()))
+    return repr((FORMAT, program_key, process, _device_identity(device), _trace_config(), _keras_config()))
 
 
 def tagged(function: Callable, tag: str | None) -> Callable:
