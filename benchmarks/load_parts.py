@@ -76,8 +76,9 @@ def load_at_once(payload: dict, device) -> tuple[float, list[float]]:
 def one_file(path: str, rounds: int, device) -> None:
     payload = payload_of(path)
     sizes = {part: len(payload[part][0]) for part in saved_programs.EXECUTABLES}
-    name = os.path.basename(os.path.dirname(os.path.dirname(path)))[:26]
-    print(f"{name} {os.path.basename(path)[:12]} serialized bytes {sizes}", flush=True)
+    print(
+        f"{os.path.dirname(os.path.dirname(path))} {os.path.basename(path)[:12]} serialized bytes {sizes}", flush=True
+    )
     after_each, at_once = [], []
     for index in range(rounds):
         parts = [load_one(payload, part, device) for part in saved_programs.EXECUTABLES]
