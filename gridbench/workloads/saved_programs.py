@@ -116,9 +116,10 @@ def ready_or_compile(
     return program
 
 
-# JAX writes each operation's Python traceback (up to jax_traceback_in_locations_limit frames: 100 in JAX 0.10-0.11)
+# JAX writes each operation's Python traceback (up to jax_traceback_in_locations_limit frames: 100 in JAX 0.10.2)
 # into the program, and XLA:GPU formats every instruction's frames into profiler annotations each time it loads an
-# executable: 67% of an epoch's load on an H100 (docs/results/around-training.md, twenty-first section). The innermost
+# executable: 57% of py-spy's samples inside a program's loads on an H100 (docs/results/around-training.md,
+# twenty-first section). The innermost
 # frame of each operation (its file and line) is kept; JAX's own variable, where set, is the user's choice and stands.
 FULL_TRACEBACKS_ENV = "JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS"
 
