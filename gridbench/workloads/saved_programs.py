@@ -119,8 +119,8 @@ def ready_or_compile(
 # JAX writes each operation's Python traceback (up to jax_traceback_in_locations_limit frames: 100 in JAX 0.10.2)
 # into the program, and XLA:GPU formats every instruction's frames into profiler annotations each time it loads an
 # executable: 57% of py-spy's samples inside a program's loads on an H100 (docs/results/around-training.md,
-# twenty-first section). The innermost
-# frame of each operation (its file and line) is kept; JAX's own variable, where set, is the user's choice and stands.
+# twenty-first section). The innermost frame of each operation (its file and line) is kept; JAX's own variable,
+# where set, is the user's choice and stands.
 FULL_TRACEBACKS_ENV = "JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS"
 
 
