@@ -99,14 +99,23 @@ def runs(store: str):
     ]
 
 
-def still_running(seen: dict[int, float]) -> list[str]:
-    """Those of the processes seen (pid: start time) that still run, zombies aside."""
-    running = []
+def still_running(seen: dict[int, float], grace_s: float = 10.0) -> list[str]:
+    """Those of the processes seen (pid: start time) that still run `grace_s` later, zombies aside. A process that was
+    ended exits a moment later: a clean clone's CI once caught one mid-exit, its command line already gone."""
+    processes = []
     for pid, created in seen.items():
         try:
             process = psutil.Process(pid)
-            if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
-                running.append(f"{pid} {process.name()} {' '.join(process.cmdline())[:300]}")
+            if process.create_time() == created:
+                processes.append(process)
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
+    running = []
+    for process in alive:
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE:
+                running.append(f"{process.pid} {process.name()} {' '.join(process.cmdline())[:300]}")
         except psutil.Error:
             pass
     return running
