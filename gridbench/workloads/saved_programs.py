@@ -126,7 +126,7 @@ FULL_TRACEBACKS_ENV = "JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS"
 
 def full_tracebacks() -> bool:
     """Whether gridbench's programs carry each operation's whole Python traceback: only where the user asked."""
-    return FULL_TRACEBACKS_ENV in os.environ and getattr(jax.config, "jax_include_full_tracebacks_in_locations", True)
+    return FULL_TRACEBACKS_ENV in os.environ and jax.config.jax_include_full_tracebacks_in_locations
 
 
 @contextlib.contextmanager
@@ -134,11 +134,7 @@ def short_locations():
     """Programs lowered inside carry full tracebacks only where the user asked (full_tracebacks)."""
     from jax._src import config  # JAX's own module: the setting has no public context manager
 
-    setting = getattr(config, "include_full_tracebacks_in_locations", None)
-    if setting is None:  # a JAX without the setting lowers as it does
-        yield
-        return
-    with setting(full_tracebacks()):
+    with config.include_full_tracebacks_in_locations(full_tracebacks()):
         yield
 
 
