@@ -14,6 +14,11 @@ find it there ("ready"), as later searches' workers do. Each process does what a
 trial records as compile_s), its parts by JAX's and gridbench's clocks (program.*_s), and the loss and accuracy
 after 2 epochs, so that the two settings can be seen to train alike. Without --data the data are synthetic,
 of mnist's shapes (the program is the same).
+
+To tell a slow window's cause, each process also reports, inside it: its CPU seconds (all threads), page faults and
+context switches (getrusage), and Python's cyclic collections. With --data-first alternate, every second fresh
+process first waits for its training data's transfer to the device (the trial's build starts it and does not wait),
+and says how long that wait took.
 """
 
 from __future__ import annotations
@@ -48,6 +53,14 @@ CHILD = textwrap.dedent(
         loads["epoch" if threading.current_thread() is threading.main_thread() else "evaluation"] = time.perf_counter() - t
         return out
     serialize_executable.deserialize_and_load = timed_load
+    import gc
+    collections = []  # each cyclic collection: (generation, seconds), to tell a slow load from a collection inside it
+    def collected(phase, info, started=[0.0]):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            collections.append((info["generation"], time.perf_counter() - started[0]))
+    gc.callbacks.append(collected)
     if args["quick"]:
         source = DataSource("digits")
     else:
@@ -64,15 +77,30 @@ CHILD = textwrap.dedent(
     session.workload = "mlp"
     session.build()
     session.sync()
+    data_wait_s = None
+    if args.get("data_first"):  # the training data's transfer finished before the window, and how long it still took
+        t = time.perf_counter()
+        jax.block_until_ready([session.x_train, session.y_train])
+        data_wait_s = time.perf_counter() - t
     before = compile_cache.phase_totals()
+    collections.clear()
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     tags = session.compile()
     ready_s = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    # The process's CPU seconds (every thread), page faults and context switches inside the ready window: a slow
+    # window with as much CPU as a fast one waited (a lock, the driver, the scheduler); with more, it worked more.
+    window = {name: getattr(after, "ru_" + name) - getattr(usage, "ru_" + name)
+              for name in ("utime", "stime", "minflt", "majflt", "nvcsw", "nivcsw")}
+    gc_in_ready = list(collections)
     phases = compile_cache.phases_since(before)
     fit = session.fit(PhaseClock(sync=session.sync))
     evaluation = session.evaluate()
     fit, evaluation = (fit[0], evaluation[0]) if isinstance(fit, list) else (fit, evaluation)
     print(json.dumps({"ready_s": ready_s, "cached": tags["program.cached"], **phases, "loads_s": [loads[p] for p in ("epoch", "evaluation") if p in loads],
+                      "gc_s": sum(s for _, s in gc_in_ready), "window": window, "data_wait_s": data_wait_s, "gc_generations": [g for g, _ in gc_in_ready],
                       "loss": fit["train_loss"], "accuracy": evaluation["test_accuracy"],
                       "device": str(jax.devices()[0]), "device_kind": jax.devices()[0].device_kind}))
     """
@@ -97,6 +125,16 @@ def show(program: str, setting: str, stage: str, row: dict) -> None:
     parts = "  ".join(f"{p.removesuffix('_s')} {row[p]:.3f}" for p in PARTS if row[p])
     if row.get("loads_s"):  # the epoch's, then the evaluation's (loaded at once since 2026-12-07)
         parts += "  (epoch " + ", evaluation ".join(f"{s:.3f}" for s in row["loads_s"]) + ")"
+    if row.get("window"):
+        w = row["window"]
+        parts += (
+            f"  cpu {w['utime'] + w['stime']:.3f} s, faults {w['minflt']}+{w['majflt']} major, "
+            f"switches {w['nvcsw']}+{w['nivcsw']} forced"
+        )
+    if row.get("data_wait_s") is not None:
+        parts += f"  data first, waited {row['data_wait_s']:.4f} s"
+    if row.get("gc_generations"):  # Python's cyclic collections inside the ready window, and their seconds
+        parts += f"  gc {row['gc_s']:.3f} s (generations {','.join(map(str, row['gc_generations']))})"
     print(
         f"{program:5s} {setting:9s} {stage:5s} ready {row['ready_s']:.3f} s (cached {row['cached']}: {parts})  "
         f"loss {row['loss']:.5f} accuracy {row['accuracy']:.4f} on {row['device_kind']}",
@@ -113,6 +151,12 @@ def main() -> None:
     parser.add_argument(
         "--settings", default="jax-cache,saved", help="which settings, comma-separated (default jax-cache,saved)"
     )
+    parser.add_argument(
+        "--data-first",
+        choices=("no", "alternate"),
+        default="no",
+        help="alternate: every second fresh process waits for its training data's transfer before the ready window",
+    )
     args = parser.parse_args()
     asked = args.settings.split(",")
     if not asked or set(asked) - {"jax-cache", "saved"}:
@@ -122,7 +166,8 @@ def main() -> None:
         for setting in settings_run:
             cache = tempfile.mkdtemp(prefix=f"gridbench-ready-{program}-{setting}-")
             settings = {"data": args.data, "program": program, "cache": cache, "quick": args.quick}
-            for stage in ("fill", *["ready"] * args.repeats):
+            for index, stage in enumerate(("fill", *["ready"] * args.repeats)):
+                settings["data_first"] = args.data_first == "alternate" and index % 2 == 0 and stage == "ready"
                 row = {"program": program, "setting": setting, "stage": stage, **run(settings, setting == "saved")}
                 rows.append(row)
                 show(program, setting, stage, row)
