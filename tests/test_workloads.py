@@ -61,6 +61,7 @@ def test_the_estimator_runs_under_gridsearchcv():
 ONE_JAX_WORKER = (
     ["fit_and_compiled_loops.py"],
     ["reused_programs.py", "mlp,cnn", "b,a,b", "cpu"],
+    ["placed_at_build.py"],
     ["retraced_fit_programs.py", "jax"],  # last: it patches Keras' train_step and clears the kept programs
 )
 
@@ -81,6 +82,16 @@ def jax_worker() -> dict[str, list[str]]:
             lines.append(line)
     assert sorted(printed) == sorted(run[0] for run in ONE_JAX_WORKER)
     return printed
+
+
+@pytest.mark.slow
+def test_a_compiled_loops_build_returns_with_its_data_on_the_device(jax_worker):
+    """JAX copies mnist's training set after device_put returns; the build waits, so the copy is the setup's, not the
+    program's load or the first epoch's (gridbench.workloads.keras_compiled.wait_until_placed)."""
+    rows = [line.split() for line in jax_worker["placed_at_build.py"]]
+    assert [row[0] for row in rows] == ["compiled", "fused"]
+    for row in rows:
+        assert row[1:] == ["x_train=True", "y_train=True", "key=True", "state=True"], row[0]
 
 
 @pytest.mark.slow

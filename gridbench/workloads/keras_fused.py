@@ -43,6 +43,7 @@ from gridbench.workloads.keras_compiled import (
     optimizer_for,
     saved_or_compiled,
     state_of,
+    wait_until_placed,
 )
 from gridbench.workloads.programs import BUILD_LOCK, PROGRAMS, Program, program_tags
 
@@ -135,6 +136,7 @@ class FusedSession:
         # Each member's shuffle key, as CompiledSession derives it from its seed.
         keys = jnp.stack([jax.random.key_data(jax.random.key(s)) for s in self.seeds])
         self.keys = jax.device_put(keys, self.place)
+        wait_until_placed(self.state, self.keys, self.x_train, self.y_train)
 
     def compile(self) -> dict[str, str]:
         """Takes the group's program from the worker's cache, compiling it if no group of its key has."""
