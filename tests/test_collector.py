@@ -139,3 +139,36 @@ def test_a_command_line_search_keeps_the_collector_paused_until_its_first_trial_
         """,
         tmp_path,
     )
+
+
+def test_held_blocks_keep_the_collector_off_until_the_last_ends_then_restore_it_as_it_was(tmp_path):
+    _run(
+        """
+        import gc, threading
+        from gridbench import collector
+        assert gc.isenabled()
+        first_in, second_done, first_out = threading.Event(), threading.Event(), threading.Event()
+        seen = {}
+
+        def beside():  # a second block on another thread, begun and ended inside the first
+            first_in.wait()
+            with collector.held():
+                seen["inner"] = gc.isenabled()
+            seen["after_inner"] = gc.isenabled()  # the first block still holds it
+            second_done.set()
+
+        thread = threading.Thread(target=beside)
+        thread.start()
+        with collector.held():
+            first_in.set()
+            second_done.wait()
+        thread.join()
+        assert seen == {"inner": False, "after_inner": False} and gc.isenabled()
+        gc.disable()  # off before: off after
+        with collector.held():
+            pass
+        assert not gc.isenabled()
+        print("ok")
+        """,
+        tmp_path,
+    )

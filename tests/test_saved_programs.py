@@ -62,6 +62,8 @@ def test_a_saved_program_is_ready_without_tracing_and_trains_bit_for_bit_as_the_
     assert parts(traced["phases"]) <= traced["compile_s"]
     assert same_training(traced, loaded)
     assert saved_report["saved"] == 2
+    # No cyclic collection inside the load (gridbench.collector.held): off for both executables, on again after.
+    assert loaded["collector_in_loads"] == [False, False] and loaded["collector_after"]
 
 
 @pytest.mark.slow

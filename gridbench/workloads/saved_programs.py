@@ -54,7 +54,7 @@ import jax
 import keras
 from jax.experimental import serialize_executable
 
-from gridbench import compile_cache
+from gridbench import collector, compile_cache
 from gridbench.workloads import source_digest
 from gridbench.workloads.programs import Program
 
@@ -244,9 +244,9 @@ def load(path: str, name: str, arguments: dict[str, tuple], device, ahead: bool 
     """The program saved at `path` if it is `name`'s and takes `arguments`; None (and why, in the log) if not."""
     start = time.perf_counter()
     try:
-        with open(path, "rb") as file:
+        with open(path, "rb") as file, collector.held():  # no full collection inside the load (collector.held)
             payload = _payload(file.read(), name)
-        executables = _deserialized(payload, device)
+            executables = _deserialized(payload, device)
         for part, compiled in executables.items():
             mismatch = _mismatch(compiled, arguments[part])
             if mismatch:

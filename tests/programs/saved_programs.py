@@ -8,6 +8,7 @@ program compiled ahead from shapes alone (as the precompile processes do) and lo
 program traced, and --compile-cache off.
 """
 
+import gc
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from jax.experimental import serialize_executable
 
 from gridbench import compile_cache, datasets
 from gridbench.datasets import trial_data
@@ -25,6 +27,17 @@ from gridbench.trial.timing import PhaseClock
 from gridbench.workloads import get_workload, keras_mlp, saved_programs
 from gridbench.workloads.keras_compiled import program_arguments
 from gridbench.workloads.programs import PROGRAMS
+
+LOADS_WITH_COLLECTOR: list[bool] = []  # for each executable loaded: whether the cyclic collector was on meanwhile
+_load = serialize_executable.deserialize_and_load
+
+
+def _recorded_load(*args, **kwargs):
+    LOADS_WITH_COLLECTOR.append(gc.isenabled())
+    return _load(*args, **kwargs)
+
+
+serialize_executable.deserialize_and_load = _recorded_load  # saved_programs calls it through the module
 
 DATA = trial_data.load(datasets.DataSource("digits"), seed=0, flat=True)
 BASE = {hp.name: hp.default for hp in get_workload("mlp", "test").hyperparameters}
@@ -35,6 +48,7 @@ def trial(fused: bool = False, detached: bool = False, units: int = 16) -> dict:
     """One session from a fresh worker's view (no program kept in the process): how it got its program, and what
     it trained."""
     PROGRAMS.clear()
+    LOADS_WITH_COLLECTOR.clear()
     base = dict(BASE, hidden_units=units)
     if fused:
         members = [dict(base, learning_rate=0.01, dropout=0.0), dict(base, learning_rate=0.001, dropout=0.3)]
@@ -62,6 +76,8 @@ def trial(fused: bool = False, detached: bool = False, units: int = 16) -> dict:
         "fit": fit,
         "evaluation": evaluation,
         "state": state.hexdigest(),
+        "collector_in_loads": list(LOADS_WITH_COLLECTOR),
+        "collector_after": gc.isenabled(),
     }
 
 
