@@ -157,12 +157,16 @@ def main() -> None:
         default="no",
         help="alternate: every second fresh process waits for its training data's transfer before the ready window",
     )
+    parser.add_argument("--programs", default="mlp,fused", help="which programs, comma-separated (default mlp,fused)")
     args = parser.parse_args()
+    programs = [p for p in ("mlp", "fused") if p in args.programs.split(",")]
+    if not programs or set(args.programs.split(",")) - {"mlp", "fused"}:
+        parser.error(f"--programs {args.programs}: name mlp, fused or both, comma-separated")
     asked = args.settings.split(",")
     if not asked or set(asked) - {"jax-cache", "saved"}:
         parser.error(f"--settings {args.settings}: name jax-cache, saved or both, comma-separated")
     rows, settings_run = [], [s for s in ("jax-cache", "saved") if s in asked]
-    for program in ("mlp", "fused"):
+    for program in programs:
         for setting in settings_run:
             cache = tempfile.mkdtemp(prefix=f"gridbench-ready-{program}-{setting}-")
             settings = {"data": args.data, "program": program, "cache": cache, "quick": args.quick}
@@ -172,7 +176,7 @@ def main() -> None:
                 rows.append(row)
                 show(program, setting, stage, row)
     print("\nready_s when found in the cache: median [min-max] over the fresh processes")
-    for program in ("mlp", "fused"):
+    for program in programs:
         for setting in settings_run:
             ready = [
                 r["ready_s"] for r in rows if (r["program"], r["setting"], r["stage"]) == (program, setting, "ready")
