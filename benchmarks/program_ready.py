@@ -15,6 +15,12 @@ trial records as compile_s), its parts by JAX's and gridbench's clocks (program.
 after 2 epochs, so that the two settings can be seen to train alike. Without --data the data are synthetic,
 of mnist's shapes (the program is the same).
 
+Each process handles Python's cyclic collector as a trial's worker does (gridbench.collector: paused over the imports,
+then the start-up's heap collected and frozen), unless --plain-collector: a full collection in a plain process walks
+the whole heap Keras and JAX imported: 0.119-0.132 s on 2 cores, against 0.0012-0.0043 s frozen
+(docs/results/around-training/gen2-2core), and 0.105-0.118 s inside the window on an H100
+(docs/results/around-training.md, "twenty-third").
+
 To tell a slow window's cause, each process also reports, inside it: its CPU seconds (all threads), page faults and
 context switches (getrusage), and Python's cyclic collections. With --data-first alternate, every second fresh
 process first waits for its training data's transfer to the device (the trial's build starts it and does not wait),
@@ -37,12 +43,16 @@ CHILD = textwrap.dedent(
     import json, os, sys, time
     os.environ["KERAS_BACKEND"] = "jax"
     args = json.loads(sys.argv[1])
+    from gridbench import collector
+    if not args.get("plain_collector"):  # as a trial's worker: no collection over the imports, then the heap frozen
+        collector.pause_for_startup()
     import jax
     from gridbench import compile_cache
     from gridbench.datasets import DataSource
     from gridbench.datasets.trial_data import load
     from gridbench.trial.timing import PhaseClock
     from gridbench.workloads import WORKLOADS, keras_mlp
+    collector.resume_after_startup()  # gridbench.trial.trial_runner does so once the framework is imported
     compile_cache.use(args["cache"])  # as keras_common.prepare does in a search's worker
     from jax.experimental import serialize_executable
     import threading
@@ -157,6 +167,12 @@ def main() -> None:
         default="no",
         help="alternate: every second fresh process waits for its training data's transfer before the ready window",
     )
+    parser.add_argument(
+        "--plain-collector",
+        action="store_true",
+        help="leave Python's collector as a plain process has it (until 2026-12-07 the child's way), not as a "
+        "trial's worker has it (paused over the imports, then the heap frozen: gridbench.collector)",
+    )
     parser.add_argument("--programs", default="mlp,fused", help="which programs, comma-separated (default mlp,fused)")
     args = parser.parse_args()
     programs = [p for p in ("mlp", "fused") if p in args.programs.split(",")]
@@ -170,6 +186,7 @@ def main() -> None:
         for setting in settings_run:
             cache = tempfile.mkdtemp(prefix=f"gridbench-ready-{program}-{setting}-")
             settings = {"data": args.data, "program": program, "cache": cache, "quick": args.quick}
+            settings["plain_collector"] = args.plain_collector
             for index, stage in enumerate(("fill", *["ready"] * args.repeats)):
                 settings["data_first"] = args.data_first == "alternate" and index % 2 == 0 and stage == "ready"
                 row = {"program": program, "setting": setting, "stage": stage, **run(settings, setting == "saved")}
