@@ -259,7 +259,7 @@ class CompiledSession:
 def wait_until_placed(*placed) -> None:
     """Returns once `placed` are on their device: a build's copies are the trial's setup.
 
-    JAX copies a host array after device_put has returned, on a CPU too: mnist's training set took 0.07-0.09 s more
+    JAX copies a host array after device_put has returned, on a CPU too: mnist's training set took 0.068-0.086 s more
     on 2 cores. Left running, the copy was timed in the program's load (compile_s, where the setup phase ended
     without waiting) or the first epoch (docs/results/around-training.md, "twenty-third").
     """

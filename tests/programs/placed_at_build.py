@@ -1,7 +1,7 @@
 """`python placed_at_build.py`: whether what a compiled loop's build places on the device is there when build returns,
 for one configuration and a fused group of two, on mnist-shaped synthetic data (test_workloads).
 
-JAX copies a host array to the device after device_put has returned, on a CPU too (0.07-0.09 s for mnist's
+JAX copies a host array to the device after device_put has returned, on a CPU too (0.068-0.086 s for mnist's
 training set on 2 cores): unless build waits, the copy runs on into the trial's compile phase. Prints one line per
 session: its kind and each placed array's readiness.
 """
