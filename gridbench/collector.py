@@ -16,6 +16,9 @@ Once per process: a worker's later trials leave the collector as it is, since fr
 objects would keep any cycle among them for the process's life. A search run through the API, in a
 user's process or a test's, finds the collector untouched: `resume_after_startup` does nothing
 unless `pause_for_startup` paused it.
+
+`held` keeps the collector off over one short step timed on its own (a saved program's load), in any
+process, and leaves it as it was.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def held() -> Iterator[None]:
     For short steps that allocate many objects and are timed on their own: a saved program's load unpickles its
     executables, and a full collection that fell inside it walked the whole heap. On one H100, 3 of 6 fresh
     processes loaded the MLP's program in 0.181-0.254 s, 0.120-0.164 s of it one such collection, against
-    0.065-0.092 s in the others (docs/results/around-training.md, "twenty-third"). The garbage is collected later.
+    0.065-0.092 s in the others (docs/results/around-training.md, "twenty-third"). The garbage is collected later: a
+    collection that fell due meanwhile runs once the hold ends.
     """
     global _holds, _held_from_on
     with _holds_lock:
