@@ -18,13 +18,13 @@ of mnist's shapes (the program is the same).
 Each process handles Python's cyclic collector as a trial's worker does (gridbench.collector: paused over the imports,
 then the start-up's heap collected and frozen), unless --plain-collector: a full collection in a plain process walks
 the whole heap Keras and JAX imported: 0.119-0.132 s on 2 cores, against 0.0012-0.0043 s frozen
-(docs/results/around-training/gen2-2core), and 0.105-0.118 s inside the window on an H100
+(docs/results/around-training/gen2-2core), and 0.105-0.164 s inside the window on an H100
 (docs/results/around-training.md, "twenty-third").
 
 To tell a slow window's cause, each process also reports, inside it: its CPU seconds (all threads), page faults and
 context switches (getrusage), and Python's cyclic collections. With --data-first alternate, every second fresh
-process first waits for its training data's transfer to the device (the trial's build starts it and does not wait),
-and says how long that wait took.
+process first waits for its training data's transfer to the device and says how long that wait took: to compare a
+gridbench/ whose build did not wait for it (before e00433e) with one that does.
 """
 
 from __future__ import annotations
@@ -152,6 +152,14 @@ def show(program: str, setting: str, stage: str, row: dict) -> None:
     )
 
 
+def chosen(parser: argparse.ArgumentParser, option: str, value: str, names: tuple[str, ...]) -> list[str]:
+    """The comma-separated `value` of `option` as `names` in their own order; an error unless it names only them."""
+    asked = value.split(",")
+    if set(asked) - set(names):
+        parser.error(f"{option} {value}: name {', '.join(names[:-1])}, {names[-1]} or all, comma-separated")
+    return [name for name in names if name in asked]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="mnist.npz (default: synthetic data of its shapes)")
@@ -175,18 +183,13 @@ def main() -> None:
     )
     parser.add_argument("--programs", default="mlp,fused", help="which programs, comma-separated (default mlp,fused)")
     args = parser.parse_args()
-    programs = [p for p in ("mlp", "fused") if p in args.programs.split(",")]
-    if not programs or set(args.programs.split(",")) - {"mlp", "fused"}:
-        parser.error(f"--programs {args.programs}: name mlp, fused or both, comma-separated")
-    asked = args.settings.split(",")
-    if not asked or set(asked) - {"jax-cache", "saved"}:
-        parser.error(f"--settings {args.settings}: name jax-cache, saved or both, comma-separated")
-    rows, settings_run = [], [s for s in ("jax-cache", "saved") if s in asked]
+    programs = chosen(parser, "--programs", args.programs, ("mlp", "fused"))
+    rows, settings_run = [], chosen(parser, "--settings", args.settings, ("jax-cache", "saved"))
     for program in programs:
         for setting in settings_run:
             cache = tempfile.mkdtemp(prefix=f"gridbench-ready-{program}-{setting}-")
             settings = {"data": args.data, "program": program, "cache": cache, "quick": args.quick}
-            settings["plain_collector"] = args.plain_collector
+            settings.update(plain_collector=args.plain_collector)
             for index, stage in enumerate(("fill", *["ready"] * args.repeats)):
                 settings["data_first"] = args.data_first == "alternate" and index % 2 == 0 and stage == "ready"
                 row = {"program": program, "setting": setting, "stage": stage, **run(settings, setting == "saved")}

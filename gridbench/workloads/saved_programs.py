@@ -244,7 +244,7 @@ def load(path: str, name: str, arguments: dict[str, tuple], device, ahead: bool 
     """The program saved at `path` if it is `name`'s and takes `arguments`; None (and why, in the log) if not."""
     start = time.perf_counter()
     try:
-        with open(path, "rb") as file, collector.held():  # no full collection inside the load (collector.held)
+        with open(path, "rb") as file, collector.held():  # a full collection here walked the heap inside the timed load
             payload = _payload(file.read(), name)
             executables = _deserialized(payload, device)
         for part, compiled in executables.items():
