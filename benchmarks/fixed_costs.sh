@@ -8,7 +8,7 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached jaxfloor fusedpairs prestart preload firstrun processes against (default: the first six,
+#   steps: headline floor peer both fused attached jaxfloor fusedpairs prestart pairs preload firstrun processes against (default: the first six,
 #   in that order)
 #   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
@@ -28,6 +28,8 @@
 #   headline as typed on an empty compile cache of its own, with gridbench.gridsearch.precompile.GPU_CORES_PER_PROCESS
 #   set to it (and nothing else changed), its search directory kept: benchmarks/precompile_timeline.py's timeline
 #   of its compiling processes in processes-CORES-I-timeline.txt.
+#   pairs: PAIRS pairs (default 3) of tune_floor.py A and the headline as typed, in turn, the order alternating (after
+#   `headline`, which fills the compile cache): the headline's target ratio, each from two runs side by side.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
 #   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
 #   checkout's, in turn (after `headline`, which fills the compile cache).
@@ -86,6 +88,12 @@ for step in $steps; do
                 [ $((i % 2)) = 0 ] && order="prestart-workers no-prestart-workers"
                 for ahead in $order; do timed "headline-$ahead-$i" python3 -m gridbench \
                   search mnist --device gpu --tracking-uri "$uri" "--$ahead"; done; done ;;
+    pairs) for i in $(seq 1 "${PAIRS:-3}"); do
+             order="floor headline"  # alternating: neither side always runs second
+             [ $((i % 2)) = 0 ] && order="headline floor"
+             for side in $order; do
+               if [ "$side" = floor ]; then PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
+               else timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; fi; done; done ;;
     against) imports_of "$before:"; imports_of ""
              for i in $(seq 1 "${PAIRS:-3}"); do
                PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A

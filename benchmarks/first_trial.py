@@ -1,0 +1,191 @@
+"""What a worker's first trial pays that its later trials do not, part by part, in fresh processes (issue
+"Everything around the training": the headline's first trial).
+
+    python benchmarks/first_trial.py --data PATH/mnist.npz [--repeats 3] [--variants none,blas,cpu-init] [--json FILE]
+
+On an H100 the cached headline's first trial spent 0.372-0.504 s in its setup and 0.163-0.202 s in its evaluation,
+against 0.042-0.052 s and 0.021-0.024 s for the later trials' medians (docs/results/around-training.md,
+"twenty-third"). Each fresh process here does what a search's worker does (gridbench.trial.trial_runner): the device
+started on a thread beside the imports, the collector paused over them, JAX's persistent cache in use (the search's:
+run the headline first, so that its programs are there), then three of the headline's trials one after another
+(batch_size/hidden_units 128/256, 256/256, 128/512). Per trial it times the build's parts (the seed, the model and its
+optimizer, the state's and the data's copies and the wait for them), the program's load, the epochs, and the
+evaluation twice over (the second run of the same executable tells a first run's own cost from a library's start), with
+what JAX compiled or read from its cache inside each part, and Python's cyclic collections.
+
+--variants names what each process does differently from a worker today: `none` (nothing); `blas` (on the device's
+thread, after the device's start and beside the imports, one small matrix product compiled as the evaluation is,
+without Triton's GEMMs, and run: cuBLAS' start, if that is what the first evaluation pays); `cpu-init` (the model's
+initial weights drawn on the host's CPU, then copied to the device by the build as they are today: Keras draws them
+with one small eager JAX program per shape and initializer, each compiled or read from the cache on first use). Each
+is run in --repeats fresh processes, in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, sys, threading, time
+    os.environ["KERAS_BACKEND"] = "jax"
+    args = json.loads(sys.argv[1])
+    started = time.perf_counter()
+    from gridbench import collector
+    collector.pause_for_startup()
+    device = {}
+    def start_device():  # gridbench.trial.steps.start_jax_backend_early, then what --variants blas asks for
+        t = time.perf_counter()
+        import jax
+        jax.devices()
+        device["start_s"] = time.perf_counter() - t
+        if args["variant"] == "blas":
+            import jax.numpy as jnp
+            t = time.perf_counter()
+            a, b = jnp.ones((128, 128), jnp.float32), jnp.ones((128, 128), jnp.float32)
+            product = jax.jit(lambda a, b: a @ b).lower(a, b).compile({"xla_gpu_enable_triton_gemm": False})
+            jax.block_until_ready(product(a, b))
+            device["warm_s"] = time.perf_counter() - t
+    thread = threading.Thread(target=start_device)
+    thread.start()
+    import jax, keras
+    from gridbench import compile_cache
+    from gridbench.datasets import DataSource
+    from gridbench.datasets.trial_data import load
+    from gridbench.trial.timing import PhaseClock
+    from gridbench.workloads import WORKLOADS, keras_compiled, keras_mlp
+    import_s = time.perf_counter() - started
+    thread.join()
+    compile_cache.use(args["cache"])
+    compile_cache.listen()
+    collector.resume_after_startup()
+    import gc
+    collections = []
+    def collected(phase, info, began=[0.0]):
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            collections.append(time.perf_counter() - began[0])
+    gc.callbacks.append(collected)
+    data = load(DataSource("mnist", args["data"]), 0)
+
+    def measured(parts, name, call, *a, **k):  # seconds, compilations asked/served by the cache, JAX's clocks
+        before, mark, gcs = compile_cache.phase_totals(), compile_cache.mark(), len(collections)
+        t = time.perf_counter()
+        out = call(*a, **k)
+        seconds = time.perf_counter() - t
+        asked, served = (now - then for now, then in zip(compile_cache.mark(), mark))
+        phases = {k: round(v, 4) for k, v in compile_cache.phases_since(before).items() if v}
+        parts[name] = {"s": seconds, "compiles": asked, "cached": served, **phases, "gc_s": sum(collections[gcs:])}
+        return out
+
+    build_parts = {}
+    def timing(name, function):
+        def timed(*a, **k):
+            return measured(build_parts, name, function, *a, **k)
+        return timed
+    keras_compiled.set_random_seed = timing("seed", keras_compiled.set_random_seed)
+    build_model = keras_compiled.model_and_optimizer
+    if args["variant"] == "cpu-init":  # the initial weights drawn on the host's CPU, then copied by the build
+        def build_model(*a, build=build_model, **k):
+            with jax.default_device(jax.devices("cpu")[0]):
+                return build(*a, **k)
+    keras_compiled.model_and_optimizer = timing("model", build_model)
+    keras_compiled.state_of = timing("state", keras_compiled.state_of)
+    keras_compiled.wait_until_placed = timing("wait", keras_compiled.wait_until_placed)
+    defaults = {hp.name: hp.default for hp in WORKLOADS["mlp"].hyperparameters}
+    trials = []
+    for batch, units in ((128, 256), (256, 256), (128, 512)):
+        hp = dict(defaults, epochs=4, hidden_layers=2, dropout=0.2, optimizer="rmsprop", learning_rate=0.001,
+                  train_loop="compiled")
+        hp.update(batch_size=batch, hidden_units=units)
+        parts, build_parts = {}, {}
+        session = keras_mlp.open_session(hp, data, seed=0)
+        session.workload = "mlp"
+        measured(parts, "build", session.build)
+        parts.update({"build." + k: v for k, v in build_parts.items()})
+        measured(parts, "program", session.compile)
+        clock = PhaseClock(sync=session.sync)
+        measured(parts, "fit", session.fit, clock)
+        first = measured(parts, "eval", session.evaluate)
+        again = measured(parts, "eval.again", session.evaluate)
+        assert first == again, (first, again)
+        trials.append({"batch_size": batch, "hidden_units": units, "parts": parts, "epochs_s": clock.epochs,
+                       "accuracy": first["test_accuracy"]})
+    print(json.dumps({"import_s": import_s, **{"device." + k: v for k, v in device.items()}, "trials": trials,
+                      "device": jax.devices()[0].device_kind}))
+    """
+)
+VARIANTS = ("none", "blas", "cpu-init")
+SHOWN = ("build", "build.seed", "build.model", "build.state", "build.wait", "program", "fit", "eval", "eval.again")
+
+
+def run(settings: dict) -> dict:
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(settings)], capture_output=True, text=True, env=env, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"first_trial: {settings['variant']} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def show(variant: str, row: dict) -> None:
+    ahead = "  ".join(f"{k} {v:.3f}" for k, v in row.items() if k.startswith("device.") or k == "import_s")
+    print(f"{variant}: {ahead} s on {row['device']}")
+    for trial in row["trials"]:
+        parts = trial["parts"]
+        cells = []
+        for name in SHOWN:
+            part = parts.get(name)
+            if part:
+                extra = f" [{part['compiles']} compiled, {part['cached']} from cache]" if part["compiles"] else ""
+                extra += f" [gc {part['gc_s']:.3f}]" if part["gc_s"] else ""
+                cells.append(f"{name} {part['s']:.4f}{extra}")
+        print(f"  {trial['batch_size']}/{trial['hidden_units']}: " + ", ".join(cells), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, help="mnist.npz")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant (default 3)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated (default: all of them)")
+    parser.add_argument("--cache", help="JAX's cache to use (default: gridbench's persistent one, as a search's)")
+    parser.add_argument("--json", help="write every row here")
+    args = parser.parse_args()
+    variants = args.variants.split(",")
+    if set(variants) - set(VARIANTS):
+        parser.error(f"--variants {args.variants}: name {', '.join(VARIANTS)}, comma-separated")
+    from gridbench import compile_cache  # imports no JAX
+
+    cache = args.cache or compile_cache.persistent_dir()
+    rows = []
+    for _ in range(args.repeats):
+        for variant in variants:
+            row = {"variant": variant, **run({"data": args.data, "cache": cache, "variant": variant})}
+            rows.append(row)
+            show(variant, row)
+    print("\nmedians [min-max] over the fresh processes, s: the first trial's, then the later two's")
+    for variant in variants:
+        mine = [r for r in rows if r["variant"] == variant]
+        for name in SHOWN:
+            first = [r["trials"][0]["parts"][name]["s"] for r in mine if name in r["trials"][0]["parts"]]
+            later = [t["parts"][name]["s"] for r in mine for t in r["trials"][1:] if name in t["parts"]]
+            if first:
+                print(
+                    f"  {variant:8s} {name:11s} first {statistics.median(first):.4f} [{min(first):.4f}-"
+                    f"{max(first):.4f}]  later {statistics.median(later):.4f} [{min(later):.4f}-{max(later):.4f}]"
+                )
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(rows, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
