@@ -1,7 +1,7 @@
 """What a worker's first trial pays that its later trials do not, part by part, in fresh processes (issue
 "Everything around the training": the headline's first trial).
 
-    python benchmarks/first_trial.py --data PATH/mnist.npz [--repeats 3] [--variants none,blas,cpu-init] [--json FILE]
+    python benchmarks/first_trial.py --data PATH/mnist.npz [--repeats 3] [--variants worker,no-cublas] [--json FILE]
 
 On an H100 the cached headline's first trial spent 0.372-0.504 s in its setup and 0.163-0.202 s in its evaluation,
 against 0.042-0.052 s and 0.021-0.024 s for the later trials' medians (docs/results/around-training.md,
@@ -13,12 +13,12 @@ optimizer, the state's and the data's copies and the wait for them), the program
 evaluation twice over (the second run of the same executable tells a first run's own cost from a library's start), with
 what JAX compiled or read from its cache inside each part, and Python's cyclic collections.
 
---variants names what each process does differently from a worker today: `none` (nothing); `blas` (on the device's
-thread, after the device's start and beside the imports, one small matrix product compiled as the evaluation is,
-without Triton's GEMMs, and run: cuBLAS' start, if that is what the first evaluation pays); `cpu-init` (the model's
-initial weights drawn on the host's CPU, then copied to the device by the build as they are today: Keras draws them
-with one small eager JAX program per shape and initializer, each compiled or read from the cache on first use). Each
-is run in --repeats fresh processes, in turn.
+--variants: `worker` starts the device as a worker does (gridbench.trial.steps.start_jax_backend_early: the device,
+then cuBLAS by one small product, beside the imports); `no-cublas` the device alone, as workers did before 2026-12-07.
+Each is run in --repeats fresh processes, in turn, with a worker's environment (gridbench.trial.context's
+process_environment: JAX grows to its memory cap instead of preallocating). c5c710f's version of this script ran
+without it, so that its first model build held JAX's preallocation (1.1 s on an H100), and its `blas` variant
+compiled the product before JAX was pointed at the cache.
 """
 
 from __future__ import annotations
@@ -33,36 +33,29 @@ import textwrap
 
 CHILD = textwrap.dedent(
     """
-    import json, os, sys, threading, time
-    os.environ["KERAS_BACKEND"] = "jax"
+    import json, os, sys, time
     args = json.loads(sys.argv[1])
+    from gridbench.trial.context import TrialContext, process_environment
+    # The worker's environment: its backend, threads and GPU memory (JAX grows to its cap instead of preallocating).
+    os.environ.update(process_environment("jax", args["device"], os.cpu_count(), 1.0))
     started = time.perf_counter()
     from gridbench import collector
     collector.pause_for_startup()
-    device = {}
-    def start_device():  # gridbench.trial.steps.start_jax_backend_early, then what --variants blas asks for
-        t = time.perf_counter()
-        import jax
-        jax.devices()
-        device["start_s"] = time.perf_counter() - t
-        if args["variant"] == "blas":
-            import jax.numpy as jnp
-            t = time.perf_counter()
-            a, b = jnp.ones((128, 128), jnp.float32), jnp.ones((128, 128), jnp.float32)
-            product = jax.jit(lambda a, b: a @ b).lower(a, b).compile({"xla_gpu_enable_triton_gemm": False})
-            jax.block_until_ready(product(a, b))
-            device["warm_s"] = time.perf_counter() - t
-    thread = threading.Thread(target=start_device)
-    thread.start()
+    from gridbench.datasets import DataSource
+    from gridbench.trial import steps
+    # cuBLAS' start beside the imports (a worker since 2026-12-07), or the device's start alone (before)
+    cache = args["cache"] if args["variant"] == "worker" else None
+    context = TrialContext("mnist", {}, DataSource("mnist"), args["device"], "jax", cpus=os.cpu_count(), seed=0,
+                           compile_cache_dir=cache)
+    steps.start_jax_backend_early(context)
     import jax, keras
     from gridbench import compile_cache
-    from gridbench.datasets import DataSource
     from gridbench.datasets.trial_data import load
     from gridbench.trial.timing import PhaseClock
     from gridbench.workloads import WORKLOADS, keras_compiled, keras_mlp
     import_s = time.perf_counter() - started
-    thread.join()
-    compile_cache.use(args["cache"])
+    device = dict(zip(("start_s", "wait_s"), steps.backend_started().values()))
+    compile_cache.use(args["cache"])  # as the trial's setup does (keras_common.prepare)
     compile_cache.listen()
     collector.resume_after_startup()
     import gc
@@ -91,12 +84,7 @@ CHILD = textwrap.dedent(
             return measured(build_parts, name, function, *a, **k)
         return timed
     keras_compiled.set_random_seed = timing("seed", keras_compiled.set_random_seed)
-    build_model = keras_compiled.model_and_optimizer
-    if args["variant"] == "cpu-init":  # the initial weights drawn on the host's CPU, then copied by the build
-        def build_model(*a, build=build_model, **k):
-            with jax.default_device(jax.devices("cpu")[0]):
-                return build(*a, **k)
-    keras_compiled.model_and_optimizer = timing("model", build_model)
+    keras_compiled.model_and_optimizer = timing("model", keras_compiled.model_and_optimizer)
     keras_compiled.state_of = timing("state", keras_compiled.state_of)
     keras_compiled.wait_until_placed = timing("wait", keras_compiled.wait_until_placed)
     defaults = {hp.name: hp.default for hp in WORKLOADS["mlp"].hyperparameters}
@@ -122,7 +110,7 @@ CHILD = textwrap.dedent(
                       "device": jax.devices()[0].device_kind}))
     """
 )
-VARIANTS = ("none", "blas", "cpu-init")
+VARIANTS = ("worker", "no-cublas")
 SHOWN = ("build", "build.seed", "build.model", "build.state", "build.wait", "program", "fit", "eval", "eval.again")
 
 
@@ -156,6 +144,7 @@ def main() -> None:
     parser.add_argument("--data", required=True, help="mnist.npz")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant (default 3)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated (default: all of them)")
+    parser.add_argument("--device", default="gpu", choices=("gpu", "cpu"), help="where (default gpu)")
     parser.add_argument("--cache", help="JAX's cache to use (default: gridbench's persistent one, as a search's)")
     parser.add_argument("--json", help="write every row here")
     args = parser.parse_args()
@@ -168,7 +157,10 @@ def main() -> None:
     rows = []
     for _ in range(args.repeats):
         for variant in variants:
-            row = {"variant": variant, **run({"data": args.data, "cache": cache, "variant": variant})}
+            row = {
+                "variant": variant,
+                **run({"data": args.data, "cache": cache, "variant": variant, "device": args.device}),
+            }
             rows.append(row)
             show(variant, row)
     print("\nmedians [min-max] over the fresh processes, s: the first trial's, then the later two's")

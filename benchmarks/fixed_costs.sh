@@ -93,7 +93,7 @@ for step in $steps; do
              [ $((i % 2)) = 0 ] && order="headline floor"
              for side in $order; do
                if [ "$side" = floor ]; then PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
-               else timed "headline-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; fi; done; done ;;
+               else timed "headline-pair-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; fi; done; done ;;
     against) imports_of "$before:"; imports_of ""
              for i in $(seq 1 "${PAIRS:-3}"); do
                PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A

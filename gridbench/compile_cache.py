@@ -46,6 +46,14 @@ CACHE_DIR_ENV = "GRIDBENCH_CACHE_DIR"
 MAX_SIZE_ENV = "GRIDBENCH_CACHE_MAX_MB"  # JAX evicts the least recently used entries beyond this
 DEFAULT_MAX_MB = 2048
 
+# The evaluation runs once per trial, over the test set: on a GPU its GEMMs are cuBLAS', not Triton fusions autotuned
+# on the device. With XLA's defaults, compiling a headline program's evaluation took 1.72-1.94 s on an H100 (an older
+# JAX), against 0.28 s without Triton's GEMMs (docs/results/h100-issue15.md); on an H200 with JAX 0.11.2 a program's
+# whole compile fell by 0.12-0.53 s (around-training.md, "tenth"). The epochs, the speedups' substance, keep XLA's
+# defaults. Here, beside the cache, for the workloads' evaluations and a worker's start of cuBLAS
+# (gridbench.trial.steps.start_gemm_library) alike.
+EVALUATION_GPU_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
+
 _REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"  # each compilation the cache is asked for
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"  # each one it served
 # JAX's own clocks on a program's way to the device, summed per thread: tracing to a jaxpr, lowering to

@@ -83,6 +83,39 @@ def test_a_gpu_worker_on_jax_starts_its_backend_once_beside_its_imports_and_a_cp
     assert started == ["gridbench-jax-backend"]
 
 
+STARTS_ITS_BACKEND = """
+import os, sys
+from gridbench import datasets
+from gridbench.trial import steps
+from gridbench.trial.context import TrialContext
+cache = sys.argv[1] or None
+context = TrialContext("digits", {}, datasets.DataSource("digits"), "gpu", "jax", cpus=1, seed=0,
+                       compile_cache_dir=cache)
+steps.start_jax_backend_early(context)
+assert steps.backend_started(), "the start failed"
+import jax
+print(jax.config.jax_compilation_cache_dir)
+"""
+
+
+def test_a_gpu_worker_s_backend_start_points_jax_at_its_cache_then_starts_cublas_there(tmp_path):
+    """The device's thread starts cuBLAS once JAX is pointed at the worker's cache, so that later workers read the
+    product from there instead of compiling it; a worker with no cache (--compile-cache off) starts none."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "KERAS_BACKEND": "jax"}
+    for given in (str(cache), ""):
+        done = subprocess.run(
+            [sys.executable, "-c", STARTS_ITS_BACKEND, given], capture_output=True, text=True, env=env, check=False
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == [given or "None"]
+    # The product alone, in the cache (from host arrays: no program of their own).
+    assert sorted(name.split("-")[0] for name in os.listdir(cache) if name.endswith("-cache")) == ["jit_matmul"]
+
+
 def test_the_worker_s_first_trial_waits_for_its_backend_and_reports_the_start_apart_once(monkeypatch):
     import threading
 

@@ -477,7 +477,8 @@ WORKER_DEVICE_START_AHEAD_S = _metric(
 DEVICE_START_S = _metric(
     "device_start_s",
     On.TRIAL,
-    "on a worker's first GPU trial (JAX): starting the GPU backend, on a thread beside the worker's imports",
+    "on a worker's first GPU trial (JAX): starting the GPU backend, then (with a compile cache) cuBLAS, by one small "
+    "matrix product, on a thread beside the worker's imports",
 )
 DEVICE_WAIT_S = _metric(
     "device_wait_s",

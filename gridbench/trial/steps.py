@@ -7,10 +7,12 @@ queuing the search's other programs for compiling ahead.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from typing import Callable, Iterable, Iterator
 
+from gridbench import compile_cache
 from gridbench.datasets import Dataset, DataSource
 from gridbench.datasets.trial_data import load_shared
 from gridbench.tracking import schema
@@ -72,16 +74,37 @@ def start_jax_backend_early(context: TrialContext) -> None:
     """
     if context.device != "gpu" or context.backend != "jax" or _BACKEND.thread is not None:
         return  # a worker that started it in Ray's setup hook (start_jax_backend_ahead) has it already
-    _BACKEND.start("gridbench-jax-backend", _start_jax_backend)
+    _BACKEND.start("gridbench-jax-backend", functools.partial(_start_jax_backend, context.compile_cache_dir))
 
 
-def _start_jax_backend() -> None:
+def _start_jax_backend(cache_dir: str | None = None) -> None:
+    """The device, then, given the worker's compile cache, cuBLAS (start_gemm_library), JAX pointed at the cache first
+    (as the trial's setup points it again): the product is then read from the cache, not compiled in every worker."""
     try:
         import jax
 
         jax.devices()
+        if cache_dir:
+            compile_cache.use(cache_dir)
+            start_gemm_library()
     except Exception:  # noqa: BLE001, S110 - timed all the same: the trial meets the failure on its first use
         pass
+
+
+def start_gemm_library() -> None:
+    """Runs one small product compiled as a trial's evaluation is (cuBLAS', compile_cache.EVALUATION_GPU_OPTIONS).
+
+    A worker's first evaluation otherwise starts cuBLAS: on an H100 it took 0.151-0.161 s against 0.021-0.023 s for
+    the same evaluation run again, and 0.078-0.082 s after this product (benchmarks/first_trial.py; around-training.md,
+    "twenty-fourth"). Here it runs beside the worker's imports, on the device's thread.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    a = np.ones((128, 128), np.float32)  # a host array: no program of its own to compile
+    product = jax.jit(jnp.matmul).lower(a, a).compile(dict(compile_cache.EVALUATION_GPU_OPTIONS))
+    jax.block_until_ready(product(a, a))
 
 
 def start_jax_backend_ahead() -> None:

@@ -329,18 +329,11 @@ def saved_or_compiled(
     )
 
 
-# The evaluation runs once per trial, over the test set: on a GPU its GEMMs are cuBLAS', not Triton fusions autotuned
-# on the device. With XLA's defaults, compiling a headline program's evaluation took 1.72-1.94 s on an H100 (an older
-# JAX), against 0.28 s without Triton's GEMMs (docs/results/h100-issue15.md); on an H200 with JAX 0.11.2 a program's
-# whole compile fell by 0.12-0.53 s (around-training.md, "tenth"). The epochs, the speedups' substance, keep XLA's
-# defaults.
-EVALUATION_GPU_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
-
-
 def evaluation_compiler_options(place) -> dict[str, Any] | None:
-    """XLA's options for the evaluation on `place`: EVALUATION_GPU_OPTIONS on a GPU, XLA's defaults elsewhere."""
+    """XLA's options for the evaluation on `place`: compile_cache.EVALUATION_GPU_OPTIONS on a GPU, XLA's defaults
+    elsewhere."""
     platforms = {device.platform for device in as_sharding(place).device_set}
-    return dict(EVALUATION_GPU_OPTIONS) if platforms <= {"gpu", "cuda", "rocm"} else None
+    return dict(compile_cache.EVALUATION_GPU_OPTIONS) if platforms <= {"gpu", "cuda", "rocm"} else None
 
 
 def compile_evaluation(correct: Callable, arguments: tuple, place, tag: str | None = None):
