@@ -94,10 +94,10 @@ def _start_jax_backend(cache_dir: str | None = None) -> None:
 def start_gemm_library() -> None:
     """Runs one small product compiled as a trial's evaluation is (cuBLAS', compile_cache.EVALUATION_GPU_OPTIONS).
 
-    A worker's first evaluation otherwise starts cuBLAS: on an H100 it took 0.151-0.161 s against 0.021-0.023 s for
-    the same evaluation run again, and 0.078-0.082 s after this product (benchmarks/first_trial.py; around-training.md,
-    "twenty-fourth"). Here it runs beside the worker's imports, on the device's thread.
-    """
+    A worker's first evaluation otherwise starts cuBLAS: on an H100, in fresh processes started as workers are, it took
+    0.103-0.106 s against 0.015-0.017 s for the same evaluation run again, and 0.054-0.055 s after this product
+    (benchmarks/first_trial.py; around-training.md, "twenty-fourth"). Here it runs beside the worker's imports, on the
+    device's thread, which the imports outlasted in the headline's searches (the trial waited 0 s for it)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
