@@ -54,10 +54,10 @@ CHILD = textwrap.dedent(
     from gridbench.trial.timing import PhaseClock
     from gridbench.workloads import WORKLOADS, keras_compiled, keras_mlp
     import_s = time.perf_counter() - started
-    device = dict(zip(("start_s", "wait_s"), steps.backend_started().values()))
-    compile_cache.use(args["cache"])  # as the trial's setup does (keras_common.prepare)
-    compile_cache.listen()
     collector.resume_after_startup()
+    compile_cache.use(args["cache"])  # as the trial's setup does (keras_common.prepare), before it waits for the device
+    compile_cache.listen()
+    device = dict(zip(("start_s", "wait_s"), steps.backend_started().values()))
     import gc
     collections = []
     def collected(phase, info, began=[0.0]):
@@ -166,6 +166,10 @@ def main() -> None:
     print("\nmedians [min-max] over the fresh processes, s: the first trial's, then the later two's")
     for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
+        imports = [r["import_s"] for r in mine]  # beside the device's thread: what that thread costs the imports
+        print(
+            f"  {variant:8s} {'imports':11s} {statistics.median(imports):.4f} [{min(imports):.4f}-{max(imports):.4f}]"
+        )
         for name in SHOWN:
             first = [r["trials"][0]["parts"][name]["s"] for r in mine if name in r["trials"][0]["parts"]]
             later = [t["parts"][name]["s"] for r in mine for t in r["trials"][1:] if name in t["parts"]]

@@ -29,7 +29,8 @@
 #   set to it (and nothing else changed), its search directory kept: benchmarks/precompile_timeline.py's timeline
 #   of its compiling processes in processes-CORES-I-timeline.txt.
 #   pairs: PAIRS pairs (default 3) of tune_floor.py A and the headline as typed, in turn, the order alternating (after
-#   `headline`, which fills the compile cache): the headline's target ratio, each from two runs side by side.
+#   `headline`, which fills the compile cache): the headline's target ratio, each from two runs side by side. `pairs`,
+#   `prestart` and `against` name their floor runs alike (floor-A-N): give each its own OUTDIR.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
 #   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
 #   checkout's, in turn (after `headline`, which fills the compile cache).

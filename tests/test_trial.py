@@ -84,7 +84,13 @@ def test_a_gpu_worker_on_jax_starts_its_backend_once_beside_its_imports_and_a_cp
 
 
 STARTS_ITS_BACKEND = """
-import os, sys
+import sys
+import jax
+compiled = []  # every compilation's backend step, on any thread
+BACKEND_STEP = "/jax/core/compile/backend_compile_duration"
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **_: compiled.append(event) if event == BACKEND_STEP else None
+)
 from gridbench import datasets
 from gridbench.trial import steps
 from gridbench.trial.context import TrialContext
@@ -92,26 +98,33 @@ cache = sys.argv[1] or None
 context = TrialContext("digits", {}, datasets.DataSource("digits"), "gpu", "jax", cpus=1, seed=0,
                        compile_cache_dir=cache)
 steps.start_jax_backend_early(context)
-assert steps.backend_started(), "the start failed"
-import jax
-print(jax.config.jax_compilation_cache_dir)
+steps.backend_started()
+print(jax.config.jax_compilation_cache_dir, len(compiled))
 """
 
 
-def test_a_gpu_worker_s_backend_start_points_jax_at_its_cache_then_starts_cublas_there(tmp_path):
-    """The device's thread starts cuBLAS once JAX is pointed at the worker's cache, so that later workers read the
-    product from there instead of compiling it; a worker with no cache (--compile-cache off) starts none."""
+def test_a_gpu_worker_s_backend_start_runs_the_evaluation_s_product_from_its_cache_and_none_without_one(tmp_path):
+    """The device's thread points JAX at the worker's cache, then runs the product that starts cuBLAS there (here on a
+    CPU: the same code), so that later workers read it instead of compiling it; with no cache (--compile-cache off)
+    it compiles nothing."""
     import subprocess
     import sys
 
     cache = tmp_path / "cache"
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "KERAS_BACKEND": "jax"}
+    printed = {}
     for given in (str(cache), ""):
         done = subprocess.run(
-            [sys.executable, "-c", STARTS_ITS_BACKEND, given], capture_output=True, text=True, env=env, check=False
+            [sys.executable, "-c", STARTS_ITS_BACKEND, given],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        assert done.stdout.split() == [given or "None"]
+        printed[given] = done.stdout.split()
+    assert printed == {str(cache): [str(cache), "1"], "": ["None", "0"]}
     # The product alone, in the cache (from host arrays: no program of their own).
     assert sorted(name.split("-")[0] for name in os.listdir(cache) if name.endswith("-cache")) == ["jit_matmul"]
 

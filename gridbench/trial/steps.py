@@ -7,7 +7,6 @@ queuing the search's other programs for compiling ahead.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from typing import Callable, Iterable, Iterator
@@ -74,30 +73,35 @@ def start_jax_backend_early(context: TrialContext) -> None:
     """
     if context.device != "gpu" or context.backend != "jax" or _BACKEND.thread is not None:
         return  # a worker that started it in Ray's setup hook (start_jax_backend_ahead) has it already
-    _BACKEND.start("gridbench-jax-backend", functools.partial(_start_jax_backend, context.compile_cache_dir))
+    _BACKEND.start("gridbench-jax-backend", lambda: _start_jax_backend(context.compile_cache_dir))
 
 
 def _start_jax_backend(cache_dir: str | None = None) -> None:
-    """The device, then, given the worker's compile cache, cuBLAS (start_gemm_library), JAX pointed at the cache first
-    (as the trial's setup points it again): the product is then read from the cache, not compiled in every worker."""
+    """Starts the device; then, given the worker's compile cache, cuBLAS (start_gemm_library).
+
+    JAX is pointed at the cache first, so that the product is read from it after the first search; the trial's setup
+    points it at the same directory (its context's) while this may still run, which changes nothing.
+    """
     try:
         import jax
 
         jax.devices()
-        if cache_dir:
-            compile_cache.use(cache_dir)
+    except Exception:  # noqa: BLE001 - timed all the same: the trial meets the failure on its first use
+        return
+    if cache_dir:
+        compile_cache.use(cache_dir)
+        with contextlib.suppress(Exception):  # the first evaluation then starts cuBLAS itself, as before
             start_gemm_library()
-    except Exception:  # noqa: BLE001, S110 - timed all the same: the trial meets the failure on its first use
-        pass
 
 
 def start_gemm_library() -> None:
     """Runs one small product compiled as a trial's evaluation is (cuBLAS', compile_cache.EVALUATION_GPU_OPTIONS).
 
-    A worker's first evaluation otherwise starts cuBLAS: on an H100, in fresh processes started as workers are, it took
-    0.103-0.106 s against 0.015-0.017 s for the same evaluation run again, and 0.054-0.055 s after this product
-    (benchmarks/first_trial.py; around-training.md, "twenty-fourth"). Here it runs beside the worker's imports, on the
-    device's thread, which the imports outlasted in the headline's searches (the trial waited 0 s for it)."""
+    A worker's first evaluation was 0.103-0.106 s, against 0.015-0.017 s for the same evaluation run again and
+    0.054-0.055 s after this product, in fresh processes started as workers are on an H100 (benchmarks/first_trial.py;
+    around-training.md, "twenty-fourth"): we take what the product removes to be cuBLAS' start. It runs beside the
+    worker's imports, on the device's thread, which the imports outlasted in the headline's searches.
+    """
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -111,7 +115,8 @@ def start_jax_backend_ahead() -> None:
     """Starts JAX's GPU backend on a thread from Ray's setup hook, before the worker has a trial (once per worker).
 
     Only for a worker that sees one GPU, which is then the GPU Ray hands its trials (gridbench.trial.prestart); the
-    trial's own early start then finds it started.
+    trial's own early start then finds it started. The hook knows no compile cache, so cuBLAS is left to the first
+    evaluation there.
     """
     if _BACKEND.thread is None:
         _BACKEND.start("gridbench-jax-backend", _start_jax_backend)
