@@ -4,7 +4,7 @@ other trials finish, nothing is lost or recorded twice, and no process of the se
 One search, through the command line, of a user's model whose training does one fault per configuration:
 `raises` (an exception in the model), `memory` (an allocation past an address-space limit the test sets in the
 worker), `segv` (the worker kills itself with SIGSEGV), `hang` (a sleep in native code that holds the GIL,
-under --trial-timeout 5), beside `ok`. --retries 1: only the crash runs again.
+under --trial-timeout TIMEOUT_S), beside `ok`. --retries 1: only the crash runs again.
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ mode = ["ok", "raises", "memory", "segv", "hang"]
 """
 
 
+# The hanging trial's timeout, which every trial of the search has. With 5 s a clean clone's CI on a busy 2-core machine
+# once printed another summary of the failures than the one below (2026-12-07; the test did not print it then). We
+# suspect the trial that trains (`ok`) went past 5 s under that load; 15 s leaves it room.
+TIMEOUT_S = 15
+
+
 @pytest.fixture
 def faulty(tmp_path) -> Path:
     (tmp_path / "faulty.py").write_text(MODULE)
@@ -129,7 +135,7 @@ def test_each_failure_is_named_with_its_fix_and_the_search_goes_on(faulty, tmp_p
     tmp_dir = Path(__import__("tempfile").mkdtemp(prefix="gbt-", dir="/tmp"))  # short: Ray's socket paths
     env = {**os.environ, "GRIDBENCH_TEST_PID_DIR": str(pids), "TMPDIR": str(tmp_dir), "COLUMNS": "1000"}
     command = [sys.executable, "-m", "gridbench", "search", str(faulty / "faulty.toml"), "--tracking-uri", store,
-               "--cpus-per-trial", "1", "--trial-timeout", "5", "--retries", "1"]  # fmt: skip
+               "--cpus-per-trial", "1", "--trial-timeout", str(TIMEOUT_S), "--retries", "1"]  # fmt: skip
     started = time.monotonic()
     driver = subprocess.Popen(command, cwd=faulty, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     own, seen = psutil.Process(driver.pid), {}
@@ -148,8 +154,10 @@ def test_each_failure_is_named_with_its_fix_and_the_search_goes_on(faulty, tmp_p
     assert "exception: ValueError: the planted fault: no such layer size; fix the model" in lines["raises"][0]
     assert "out of host memory: asked for 2.00 GiB" in lines["memory"][0] and "--max-concurrent" in lines["memory"][0]
     assert "worker crashed: killed by SIGSEGV" in lines["segv"][0] and "--retries" in lines["segv"][0]
-    assert "timeout: stopped after 5." in lines["hang"][0] and "past the trial timeout of 5 s" in lines["hang"][0]
-    assert "failed trials by cause: 1 out of host memory, 1 worker crashed, 1 exception, 1 timeout" in out
+    assert f"timeout: stopped after {TIMEOUT_S}." in lines["hang"][0]
+    assert f"past the trial timeout of {TIMEOUT_S} s" in lines["hang"][0]
+    outcomes = [line for line in out.splitlines() if line.startswith(("FAILED mode=", "done mode=", "failed trials"))]
+    assert "failed trials by cause: 1 out of host memory, 1 worker crashed, 1 exception, 1 timeout" in out, outcomes
     assert "(raylet)" not in out + err and "Traceback" not in err, err  # Ray's own lines are not the user's
 
     (parent,), children = runs(store)
@@ -164,7 +172,7 @@ def test_each_failure_is_named_with_its_fix_and_the_search_goes_on(faulty, tmp_p
         ("segv", "2", "FAILED", "worker_crashed"),
     ]
     hang = next(c for c in children if c.data.params["mode"] == "hang")
-    assert 5 <= hang.data.metrics[schema.TRIAL_WALL_S] < 60
+    assert TIMEOUT_S <= hang.data.metrics[schema.TRIAL_WALL_S] < 60
     assert hang.data.tags[schema.FAILURE_MESSAGE].startswith("timeout: stopped after")
     assert parent.info.status == "FINISHED" and parent.data.metrics["trials_failed"] == 4
     assert parent.data.metrics["account.failed_s"] > 1  # the failed trials' time, apart from the others' overhead
