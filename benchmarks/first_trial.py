@@ -31,6 +31,8 @@ import subprocess
 import sys
 import textwrap
 
+from program_ready import chosen  # beside this script: python benchmarks/first_trial.py
+
 CHILD = textwrap.dedent(
     """
     import json, os, sys, time
@@ -148,9 +150,7 @@ def main() -> None:
     parser.add_argument("--cache", help="JAX's cache to use (default: gridbench's persistent one, as a search's)")
     parser.add_argument("--json", help="write every row here")
     args = parser.parse_args()
-    variants = args.variants.split(",")
-    if set(variants) - set(VARIANTS):
-        parser.error(f"--variants {args.variants}: name {', '.join(VARIANTS)}, comma-separated")
+    variants = chosen(parser, "--variants", args.variants, VARIANTS)
     from gridbench import compile_cache  # imports no JAX
 
     cache = args.cache or compile_cache.persistent_dir()

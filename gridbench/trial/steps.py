@@ -79,7 +79,7 @@ def start_jax_backend_early(context: TrialContext) -> None:
 def _start_jax_backend(cache_dir: str | None = None) -> None:
     """Starts the device; then, given the worker's compile cache, cuBLAS (start_gemm_library).
 
-    JAX is pointed at the cache first, so that the product is read from it after the first search; the trial's setup
+    JAX is pointed at the cache first, so that later workers read the product the first one compiled; the trial's setup
     points it at the same directory (its context's) while this may still run, which changes nothing.
     """
     try:
