@@ -8,7 +8,7 @@
 # go to OUTDIR.
 #
 # Usage: benchmarks/fixed_costs.sh OUTDIR DATA_DIR BENCH [STEP...]
-#   steps: headline floor peer both fused attached jaxfloor fusedpairs prestart pairs preload firstrun processes against (default: the first six,
+#   steps: headline floor peer both fused attached jaxfloor fusedpairs prestart plain pairs preload firstrun processes against (default: the first six,
 #   in that order)
 #   HEADLINE_RUNS=N: the headline N times (default 2); the first on an empty compile cache, the newest in the gaps
 #   jaxfloor: BENCH/fused_floor.py, the 64-configuration grid by hand in pure JAX: --mode fused twice on
@@ -20,6 +20,9 @@
 #   prestart: PAIRS triples (default 3) of tune_floor.py A, the headline without and with --prestart-workers, in turn
 #   (after `headline`, which fills the compile cache); the two headlines' order alternates from one triple to the next
 #   (until 2026-11-28 the option always ran second).
+#   plain: PAIRS triples (default 3) of tune_floor.py A, the headline with Tune's actors on plain workers (the default,
+#   gridbench.gridsearch.plain_workers) and with GRIDBENCH_PLAIN_WORKERS=0, in turn, the two headlines' order
+#   alternating (after `headline`, which fills the compile cache); headline-plain-1-N is the default's.
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
 #   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page
@@ -30,7 +33,7 @@
 #   of its compiling processes in processes-CORES-I-timeline.txt.
 #   pairs: PAIRS pairs (default 3) of tune_floor.py A and the headline as typed, in turn, the order alternating (after
 #   `headline`, which fills the compile cache): the headline's target ratio, each from two runs side by side. `pairs`,
-#   `prestart` and `against` name their floor runs alike (floor-A-N): give each its own OUTDIR.
+#   `prestart`, `plain` and `against` name their floor runs alike (floor-A-N): give each its own OUTDIR.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
 #   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
 #   checkout's, in turn (after `headline`, which fills the compile cache).
@@ -89,6 +92,12 @@ for step in $steps; do
                 [ $((i % 2)) = 0 ] && order="prestart-workers no-prestart-workers"
                 for ahead in $order; do timed "headline-$ahead-$i" python3 -m gridbench \
                   search mnist --device gpu --tracking-uri "$uri" "--$ahead"; done; done ;;
+    plain) for i in $(seq 1 "${PAIRS:-3}"); do
+             PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
+             order="1 0"  # alternating: neither side always runs second
+             [ $((i % 2)) = 0 ] && order="0 1"
+             for plain in $order; do GRIDBENCH_PLAIN_WORKERS=$plain timed "headline-plain-$plain-$i" python3 -m gridbench \
+               search mnist --device gpu --tracking-uri "$uri"; done; done ;;
     pairs) for i in $(seq 1 "${PAIRS:-3}"); do
              order="floor headline"  # alternating: neither side always runs second
              [ $((i % 2)) = 0 ] && order="headline floor"

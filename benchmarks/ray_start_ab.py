@@ -22,7 +22,7 @@ CHILD = """
 import json, os, sys, time
 import ray
 from gridbench.gridsearch.options import SearchOptions
-from gridbench.gridsearch.prestart import tune_actor_runtime_env
+from gridbench.gridsearch.plain_workers import tune_actor_runtime_env
 from gridbench.gridsearch.ray_session import RaySession
 session = RaySession()
 session.start(SearchOptions(), cpus=1, gpus=0)

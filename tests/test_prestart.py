@@ -12,12 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gridbench.gridsearch.prestart import (
-    TUNE_TRAINABLE_MODULE,
-    actor_serialized_env,
-    job_runtime_env,
-    tune_actor_runtime_env,
-)
+from gridbench.gridsearch.plain_workers import tune_actor_runtime_env
+from gridbench.gridsearch.prestart import TUNE_TRAINABLE_MODULE, actor_serialized_env, job_runtime_env
 from gridbench.trial import prestart as worker_side
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -137,6 +133,27 @@ def test_a_searchs_trials_land_in_the_workers_started_ahead(tmp_path):
     assert summary["workers_prestarted"] == 2 and summary["workers_imported_ahead"] == 2
     assert summary["import_ahead_s"] == pytest.approx(sum(t["import_ahead_s"] or 0 for t in trials))
     assert tags["prestart_workers"] == "on"
+
+
+@pytest.mark.slow
+def test_by_default_a_searchs_trials_land_in_plain_workers_started_as_soon_as_ray_was_up(tmp_path):
+    """Fails if Tune's actors keep their runtime_env (or Ray hashes an actor without one otherwise than the workers
+    asked for): they would then start workers of their own."""
+    found, tags = _search(tmp_path, "plain")
+    trials, summary = found["trials"], found["summary"]
+    assert [t["status"] for t in trials] == ["FINISHED"] * 3
+    assert len(found["before_fit"]) == 2 and {t["pid"] for t in trials} == set(found["before_fit"])
+    assert all(t["imported_ahead"] == "false" for t in trials)  # plain: nothing imported ahead
+    assert summary["workers_prestarted"] == 2 and summary["workers_imported_ahead"] == 0
+    assert tags["trial_workers"] == "plain" and tags["prestart_workers"] == "off"
+
+
+@pytest.mark.slow
+def test_with_plain_workers_off_each_trials_worker_starts_when_it_is_due(tmp_path):
+    found, tags = _search(tmp_path, "off")
+    assert found["before_fit"] == [] and len({t["pid"] for t in found["trials"]}) == 2
+    assert found["summary"]["workers_prestarted"] == 0
+    assert tags["trial_workers"] == "runtime_env"
 
 
 def _record(pid: str, metrics: dict, ahead: str = "true"):

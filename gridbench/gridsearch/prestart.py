@@ -21,6 +21,7 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from gridbench.gridsearch import tuning
+from gridbench.gridsearch.plain_workers import KEEP_ALIVE_S, start_idle_workers, tune_actor_runtime_env
 from gridbench.trial import prestart as worker_side
 from gridbench.trial import steps as worker_steps
 
@@ -28,16 +29,6 @@ if TYPE_CHECKING:
     from gridbench.gridsearch.options import SearchPlan
 
 TUNE_TRAINABLE_MODULE = "ray.tune.trainable.function_trainable"  # where Tune's trial actor's class is defined
-PRESTARTED_KEEP_ALIVE_S = 3600  # the raylet kills an idle worker above its soft limit after ~1 s, unless kept
-
-
-def tune_actor_runtime_env(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
-    """The runtime_env Tune gives its trial actors, as ray.tune's _ActorClassCache.get builds it."""
-    from ray.tune.execution.class_cache import DEFAULT_ENV_VARS, ENV_VARS_TO_PROPAGATE
-
-    env_vars = dict(DEFAULT_ENV_VARS)
-    env_vars.update({name: environ[name] for name in ENV_VARS_TO_PROPAGATE if name in environ})
-    return {"env_vars": env_vars}
 
 
 def actor_serialized_env(job_serialized: str, actor_env: Mapping[str, Any]) -> str:
@@ -61,9 +52,7 @@ def actor_serialized_env(job_serialized: str, actor_env: Mapping[str, Any]) -> s
     return json.dumps(merged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def prestart_workers(
-    count: int, raylet: tuple[str, int] | None = None, keep_alive_s: int = PRESTARTED_KEEP_ALIVE_S
-) -> None:
+def prestart_workers(count: int, raylet: tuple[str, int] | None = None, keep_alive_s: int = KEEP_ALIVE_S) -> None:
     """Asks the local raylet, or `raylet` (address, port), to start `count` idle workers that Tune's trial actors will
     take.
 
@@ -71,24 +60,10 @@ def prestart_workers(
     while the driver goes on. A local Ray only: its head, or a node it started (gridbench.gridsearch.gpu_nodes).
     """
     import ray
-    from ray._private.grpc_utils import init_grpc_channel  # Ray's own: its channel with the cluster's token
-    from ray.core.generated import common_pb2, node_manager_pb2, node_manager_pb2_grpc
 
-    worker = ray._private.worker.global_worker
-    job_env = worker.core_worker.get_job_config().runtime_env_info
-    request = node_manager_pb2.PrestartWorkersRequest(
-        language=common_pb2.PYTHON,
-        job_id=worker.current_job_id.binary(),
-        num_workers=count,
-        keep_alive_duration_secs=keep_alive_s,
-    )
-    request.runtime_env_info.serialized_runtime_env = actor_serialized_env(
-        job_env.serialized_runtime_env, tune_actor_runtime_env()
-    )
-    request.runtime_env_info.uris.CopyFrom(job_env.uris)  # the job's uploaded modules, as the merge keeps them
-    address, port = raylet or (worker.node.node_ip_address, worker.node.node_manager_port)
-    with init_grpc_channel(f"{address}:{port}") as channel:
-        node_manager_pb2_grpc.NodeManagerServiceStub(channel).PrestartWorkers(request, timeout=10)
+    job_env = ray._private.worker.global_worker.core_worker.get_job_config().runtime_env_info
+    serialized = actor_serialized_env(job_env.serialized_runtime_env, tune_actor_runtime_env())
+    start_idle_workers(count, serialized, raylet, keep_alive_s)
 
 
 def job_runtime_env(runtime_env: Mapping[str, Any] | None, plan_file: str) -> dict[str, Any]:

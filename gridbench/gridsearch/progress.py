@@ -248,7 +248,7 @@ def print_search(console: Console, result: SearchResult, project_hint: bool = Tr
             f"search: {parts.one_off_s:.1f} s; the trials' steady cost, which grows with a search's size: "
             f"{parts.steady_s:.1f} s."
         )
-    if s.workers_prestarted or s.workers_imported_ahead:
+    if s.workers_imported_ahead or (s.workers_prestarted and result.plan.options.prestart_workers):  # not plain ones
         console.print(imports_ahead_line(s, result.plan.backend), highlight=False)
     console.print(startup_line(s), highlight=False)
     if s.precompile_processes:

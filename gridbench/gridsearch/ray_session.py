@@ -20,7 +20,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from gridbench.errors import UserError, stderr_into
-from gridbench.gridsearch import gpu_nodes, lifecycle, local_ray, placement, precompile, prestart, user_check
+from gridbench.gridsearch import (
+    gpu_nodes,
+    lifecycle,
+    local_ray,
+    placement,
+    plain_workers,
+    precompile,
+    prestart,
+    user_check,
+)
 from gridbench.gridsearch.lifecycle import SearchInterrupted
 from gridbench.gridsearch.options import SearchPlan, prestarts_workers
 from gridbench.gridsearch.precompile import Precompiler, PrecompileReport
@@ -129,7 +138,10 @@ class RaySession:
         self.workers_prestarted = 0
         self.prestart_failure = ""  # why no worker was started ahead, where the request failed
         self._prestart_plan: SearchPlan | None = None
-        self._prestart_state = "off"  # off, then waiting (Ray started with the hook), then asked
+        self._prestart_state = "off"  # off, then waiting (Ray started with the hook, or plain), then asked
+        # The environment a local Ray's workers inherit, where Tune's actors take plain workers (plain_workers).
+        self.inherited_env: dict[str, str] | None = None
+        self._env_added: list[str] = []  # what that set in this process's environment, unset at the stop
         self._tune_imported: threading.Event | None = None  # Ray Tune, then MLflow, imported beside Ray's start
 
     @property
@@ -159,8 +171,9 @@ class RaySession:
     def prestart(self, plan: SearchPlan | None = None) -> None:
         """Asks a local Ray for one idle worker per trial that can run at once, once Ray is up and the plan complete.
 
-        `planned`, `start` and start_search call it; whichever finds both ready asks, once. The workers import
-        ahead in Ray's setup hook (gridbench.trial.prestart), from the plan's file written here first.
+        `planned`, `start` and start_search call it; whichever finds both ready asks, once. With --prestart-workers,
+        the workers import ahead in Ray's setup hook (gridbench.trial.prestart), from the plan's file written here
+        first; otherwise they are plain workers for Tune's actors (gridbench.gridsearch.plain_workers).
         """
         with self._lock:
             self._prestart_plan = plan or self._prestart_plan
@@ -168,6 +181,9 @@ class RaySession:
             if plan is None or self._prestart_state != "waiting":
                 return
             self._prestart_state = "asked"
+        if self.inherited_env is not None:
+            self._start_plain_workers(plan.concurrency)
+            return
         try:
             self.imports_done()  # prestart imports from ray.tune
             prestart.write_plan(plan, self._plan_file())
@@ -184,6 +200,21 @@ class RaySession:
                 f"first trial (--no-prestart-workers says so without trying)",
                 file=sys.stderr,
             )
+
+    def _start_plain_workers(self, count: int) -> None:
+        """Plain idle workers for the first trials' actors; where Ray's internal RPC fails, each worker starts when
+        its trial is due, as with Tune's runtime_env (the search's trial_workers tag still says plain)."""
+        try:
+            plain_workers.start_idle_workers(count)
+            self.workers_prestarted += count
+        except Exception as err:  # noqa: BLE001 - Ray's internal RPC changed: nothing to tell but the count, 0
+            self.prestart_failure = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+
+    @property
+    def trial_workers(self) -> str:
+        """The search's trial_workers tag: plain where Tune's actors run without a runtime_env (after Tune's import)."""
+        plain = plain_workers.inherits(self.inherited_env, plain_workers.tune_actor_runtime_env())
+        return "plain" if plain else "runtime_env"
 
     def _start_imports(self) -> None:
         """Imports Ray Tune, then MLflow, on a thread while Ray starts: Tune starts, and the store opens, sooner."""
@@ -299,6 +330,9 @@ class RaySession:
         nodes = gpu_nodes.layout(gpus, cpus, *trial_share) if ahead and trial_share else None
         if ahead:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
+        elif not options.address and runtime_env is None and plain_workers.wanted():
+            # Before ray.init: its raylet takes the environment.
+            self.inherited_env, self._env_added = plain_workers.inherit_tune_env()
         start = time.perf_counter()
         try:
             # Ray's import first and alone, then the imports for later beside ray.init, which mostly waits for Ray's
@@ -325,7 +359,7 @@ class RaySession:
         self.signals.check()  # a Ctrl-C that ray.init swallowed still stops the search
         self.ray_start_s = time.perf_counter() - start
         ray_messages_to(self.directory.messages_log)
-        if ahead:
+        if ahead or self.inherited_env is not None:
             with self._lock:
                 self._prestart_state = "waiting"
             self.prestart()  # if the plan is complete already
@@ -374,6 +408,8 @@ class RaySession:
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
         self._store = None  # opened and never taken (the command failed after planning): it wrote no run
         self._prestart_plan, self._prestart_state, self.workers_prestarted, self.prestart_failure = None, "off", 0, ""
+        plain_workers.forget(self._env_added)
+        self.inherited_env, self._env_added = None, []
         self.gpu_nodes = gpu_nodes.NO_NODES
 
 

@@ -112,7 +112,7 @@ def run_search(
             observer.start(plan.trials_total if resume is None else resume.remaining)
         fit_started, fit_started_at = time.perf_counter(), time.time()
         session.before_trials(plan)
-        fit(plan, runner, callback, concurrency, context, session.directory.tune_dir, resume)
+        fit(plan, runner, callback, concurrency, context, session.directory.tune_dir, resume, session.inherited_env)
         session.signals.check()
         recorder.ready()  # a store that never opened fails the search, though its trials ran
         summary = summary_now(callback.records)
@@ -169,6 +169,7 @@ def _start_parent(
     tags = search_tags(plan, {}, resources, len([n for n in ray.nodes() if n.get("Alive")]), extra_tags)
     tags.update(driver_tags())
     tags[schema.RAY_START] = session.ray_start
+    tags[schema.TRIAL_WORKERS] = session.trial_workers
 
     def start_parent(recorder: Recorder) -> None:
         env = environment.collect()  # the machine's facts (NVML, versions): beside Tune's start too

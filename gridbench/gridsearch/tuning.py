@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from gridbench import collector, compile_cache
+from gridbench.gridsearch import plain_workers
 from gridbench.gridsearch.options import SearchPlan
 from gridbench.spec import ExperimentSpec
 from gridbench.tracking import schema
@@ -61,9 +62,19 @@ def trial_context(plan: SearchPlan, storage: str, precompiled: bool = False) -> 
 
 
 def fit(
-    plan: SearchPlan, runner: TrialRunner, callback, concurrency: int, context: TrialContext, storage: str, resume=None
+    plan: SearchPlan,
+    runner: TrialRunner,
+    callback,
+    concurrency: int,
+    context: TrialContext,
+    storage: str,
+    resume=None,
+    inherited_env: Mapping[str, str] | None = None,
 ) -> float:
-    """Runs every trial through Ray Tune (a resumed search: those not finished); returns the makespan in seconds."""
+    """Runs every trial through Ray Tune (a resumed search: those not finished); returns the makespan in seconds.
+
+    `inherited_env`: the environment a local Ray's workers inherited, where Tune's trial actors take plain workers
+    (gridbench.gridsearch.plain_workers)."""
     from ray import tune
 
     spec = plan.spec
@@ -99,9 +110,10 @@ def fit(
             failure_config=tune.FailureConfig(max_failures=plan.options.retries),
         ),
     )
-    start = time.perf_counter()
-    tuner.fit()
-    makespan = time.perf_counter() - start
+    with plain_workers.trial_actors_inherit(inherited_env):
+        start = time.perf_counter()
+        tuner.fit()
+        makespan = time.perf_counter() - start
     collector.resume_after_startup()  # where no trial started, the recording callback did not (gridbench.collector)
     return makespan
 

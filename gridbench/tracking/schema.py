@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class Kind(enum.Enum):
@@ -257,8 +257,23 @@ RAY_START = _tag(
     since=8,
     default="ray",
 )
+TRIAL_WORKERS = _tag(
+    "trial_workers",
+    On.SEARCH,
+    "how Tune's trial actors got their workers: plain (a local Ray's workers inherited Tune's variables, the actors "
+    "had no runtime_env, and workers_prestarted plain workers were asked for as soon as Ray was up: "
+    "gridbench.gridsearch.plain_workers) or runtime_env (Tune's own, each worker started when its trial was due: "
+    "--prestart-workers, a cluster, a user's uploaded modules, GRIDBENCH_PLAIN_WORKERS=0, and every search before "
+    "schema 10)",
+    since=10,
+    default="runtime_env",
+)
 WORKERS_PRESTARTED = _metric(
-    "workers_prestarted", On.SEARCH, "idle workers asked of a local Ray as soon as it was up", since=7, default=0.0
+    "workers_prestarted",
+    On.SEARCH,
+    "idle workers asked of a local Ray as soon as it was up: with --prestart-workers, or plain ones (trial_workers)",
+    since=7,
+    default=0.0,
 )
 WORKERS_STARTED_AHEAD = _metric(
     "workers_started_ahead",

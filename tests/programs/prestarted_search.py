@@ -1,12 +1,14 @@
-"""`python prestarted_search.py STORE on|off`: a real search of the digits grid, 2 trials at once on one core each,
-with --prestart-workers on or off; prints `SEARCH {json}`: the Ray workers alive when Tune started the trials, each
+"""`python prestarted_search.py STORE on|plain|off`: a real search of the digits grid, 2 trials at once on one core
+each, with --prestart-workers on, or off with Tune's actors on plain workers (the default,
+gridbench.gridsearch.plain_workers), or off with GRIDBENCH_PLAIN_WORKERS=0; prints `SEARCH {json}`: the Ray workers alive when Tune started the trials, each
 trial's worker pid and what it reported of its imports ahead, and the search's figures (test_prestart).
 
-With it on, Tune's start waits here until the workers asked for are up (at most 60 s): the test is of where the
+With workers started ahead (on, plain), Tune's start waits here until the workers asked for are up (at most 60 s): the test is of where the
 trials land, not of how soon the workers come.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -38,7 +40,7 @@ def workers() -> set[int]:
 
 def fit_after_looking(plan, *args, **kwargs):
     deadline = time.monotonic() + 60
-    while plan.options.prestart_workers and len(workers()) < plan.concurrency and time.monotonic() < deadline:
+    while sys.argv[2] != "off" and len(workers()) < plan.concurrency and time.monotonic() < deadline:
         time.sleep(0.2)
     seen["before_fit"] = sorted(workers())
     return real_fit(plan, *args, **kwargs)
@@ -48,6 +50,8 @@ real_fit, search_runner.fit = search_runner.fit, fit_after_looking
 
 if __name__ == "__main__":
     store, ahead = sys.argv[1], sys.argv[2] == "on"
+    if sys.argv[2] == "off":
+        os.environ["GRIDBENCH_PLAIN_WORKERS"] = "0"
     search = gridbench.search(
         "digits", device="cpu", params={"epochs": 2, "learning_rate": 0.01}, grid={"hidden_units": [16, 32, 64]},
         tracking_uri=store, cpus_per_trial=1, prestart_workers=ahead,
