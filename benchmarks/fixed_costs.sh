@@ -20,9 +20,9 @@
 #   prestart: PAIRS triples (default 3) of tune_floor.py A, the headline without and with --prestart-workers, in turn
 #   (after `headline`, which fills the compile cache); the two headlines' order alternates from one triple to the next
 #   (until 2026-11-28 the option always ran second).
-#   plain: PAIRS triples (default 3) of tune_floor.py A, the headline with Tune's actors on plain workers (the default,
-#   gridbench.gridsearch.plain_workers) and with GRIDBENCH_PLAIN_WORKERS=0, in turn, the two headlines' order
-#   alternating (after `headline`, which fills the compile cache); headline-plain-1-N is the default's.
+#   plain: PAIRS triples (default 3) of tune_floor.py A, the headline with Tune's actors on plain workers
+#   (GRIDBENCH_PLAIN_WORKERS=1, gridbench.gridsearch.plain_workers) and without (0, the default), in turn, the two
+#   headlines' order alternating (after `headline`, which fills the compile cache).
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
 #   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page

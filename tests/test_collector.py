@@ -126,7 +126,9 @@ def test_a_command_line_search_keeps_the_collector_paused_until_its_first_trial_
         )
         collector.pause_for_startup()  # as cli.run does
         # how its Ray started (a tag of the parent run); the watchdog told of the parent
-        session = types.SimpleNamespace(ray_start="lean", describe_search=lambda plan, recorder: None)
+        session = types.SimpleNamespace(
+            ray_start="lean", trial_workers="runtime_env", describe_search=lambda plan, recorder: None
+        )
         search_runner._start_parent(plan, None, session, {}, None)[0].ready()  # the parent started on its thread
         assert started == [False] and not gc.isenabled(), started  # Tune has not started yet
         callback = RecordingCallback(Recorder(), {}, {}, None)
