@@ -213,6 +213,8 @@ class RaySession:
     @property
     def trial_workers(self) -> str:
         """The search's trial_workers tag: plain where Tune's actors run without a runtime_env (after Tune's import)."""
+        if self.inherited_env is None:
+            return "runtime_env"
         plain = plain_workers.inherits(self.inherited_env, plain_workers.tune_actor_runtime_env())
         return "plain" if plain else "runtime_env"
 
