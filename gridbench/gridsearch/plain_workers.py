@@ -15,10 +15,10 @@ first trials' actors take. A variable that differs keeps Tune's runtime_env for 
 ahead; a search with a runtime_env of its own (a user's uploaded modules) or on a cluster keeps Tune's way.
 
 It is off unless GRIDBENCH_PLAIN_WORKERS=1: on 2 cores it changed nothing measurable (4 pairs and 3 rounds of a
-small CPU search, docs/results/around-training/plain-workers-2core), where the worker's start competes with the
-driver's for the cores, and it has not yet run on a GPU host of 16 cores, where the first worker began 1.7-2.8 s
-after Tune's start (docs/results/around-training.md, "twenty-fifth"). `benchmarks/fixed_costs.sh plain` measures it
-there.
+small CPU search, docs/results/around-training/plain-workers-2core; "twenty-fifth" in docs/results/
+around-training.md), where the worker's start competes with the driver's for the cores, and it has not yet run on a
+GPU host of 16 cores, where the first worker began 1.7-2.8 s after Tune's start ("twenty-fourth").
+`benchmarks/fixed_costs.sh plain` measures it there.
 """
 
 from __future__ import annotations
