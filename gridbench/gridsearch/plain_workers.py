@@ -81,18 +81,19 @@ def trial_actors_inherit(inherited: Mapping[str, str] | None) -> Iterator[bool]:
     Tune's variables (`inherited`, as inherit_tune_env returned it); yields whether Tune's actors were given that way.
 
     Tune has no option for its actors' runtime_env, so its class cache's `get` is replaced for the run and restored
-    after it; a Ray whose class cache is not as expected keeps Tune's.
+    after it; a Ray whose class cache is not as expected keeps Tune's. Whether Tune's variables are the workers' is
+    decided once, as the run starts.
     """
     import ray
     from ray.tune.execution import class_cache
 
     tunes_get = getattr(class_cache._ActorClassCache, "get", None)  # Ray's own, private: another version may differ
-    if inherited is None or tunes_get is None:
+    if tunes_get is None or not inherits(inherited, tune_actor_runtime_env()):
         yield False
         return
 
     def get(cache, trainable_cls):
-        if not inherits(inherited, tune_actor_runtime_env()) or not isinstance(getattr(cache, "_cache", None), dict):
+        if not isinstance(getattr(cache, "_cache", None), dict):
             return tunes_get(cache, trainable_cls)
         if trainable_cls not in cache._cache:
             cache._cache[trainable_cls] = ray.remote(trainable_cls)
@@ -100,7 +101,7 @@ def trial_actors_inherit(inherited: Mapping[str, str] | None) -> Iterator[bool]:
 
     class_cache._ActorClassCache.get = get
     try:
-        yield inherits(inherited, tune_actor_runtime_env())
+        yield True
     finally:
         class_cache._ActorClassCache.get = tunes_get
 

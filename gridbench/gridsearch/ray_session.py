@@ -204,11 +204,9 @@ class RaySession:
     def _start_plain_workers(self, count: int) -> None:
         """Plain idle workers for the first trials' actors; where Ray's internal RPC fails, each worker starts when
         its trial is due, as with Tune's runtime_env (the search's trial_workers tag still says plain)."""
-        try:
+        with contextlib.suppress(Exception):  # Ray's internal RPC changed: workers_prestarted says 0
             plain_workers.start_idle_workers(count)
             self.workers_prestarted += count
-        except Exception as err:  # noqa: BLE001 - Ray's internal RPC changed: nothing to tell but the count, 0
-            self.prestart_failure = f"{type(err).__name__}: {err}".splitlines()[0][:200]
 
     @property
     def trial_workers(self) -> str:
