@@ -72,6 +72,6 @@ def test_a_variable_the_workers_lack_keeps_tunes_runtime_env(monkeypatch):
         )
 
 
-def test_plain_workers_are_opt_in():
-    assert plain_workers.wanted({"GRIDBENCH_PLAIN_WORKERS": "1"})
-    assert not plain_workers.wanted({}) and not plain_workers.wanted({"GRIDBENCH_PLAIN_WORKERS": "0"})
+def test_plain_workers_are_the_default_and_0_turns_them_off():
+    assert plain_workers.wanted({}) and plain_workers.wanted({"GRIDBENCH_PLAIN_WORKERS": "1"})
+    assert not plain_workers.wanted({"GRIDBENCH_PLAIN_WORKERS": "0"})

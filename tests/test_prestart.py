@@ -136,7 +136,7 @@ def test_a_searchs_trials_land_in_the_workers_started_ahead(tmp_path):
 
 
 @pytest.mark.slow
-def test_with_plain_workers_a_searchs_trials_land_in_those_started_as_soon_as_ray_was_up(tmp_path):
+def test_by_default_a_searchs_trials_land_in_plain_workers_started_as_soon_as_ray_was_up(tmp_path):
     """Fails if Tune's actors keep their runtime_env (or Ray hashes an actor without one otherwise than the workers
     asked for): they would then start workers of their own."""
     found, tags = _search(tmp_path, "plain")
@@ -149,7 +149,7 @@ def test_with_plain_workers_a_searchs_trials_land_in_those_started_as_soon_as_ra
 
 
 @pytest.mark.slow
-def test_by_default_each_trials_worker_starts_when_it_is_due(tmp_path):
+def test_with_plain_workers_off_each_trials_worker_starts_when_it_is_due(tmp_path):
     found, tags = _search(tmp_path, "off")
     assert found["before_fit"] == [] and len({t["pid"] for t in found["trials"]}) == 2
     assert found["summary"]["workers_prestarted"] == 0

@@ -1,5 +1,5 @@
-"""Tune's trial actors on plain workers of a local Ray, started as soon as Ray is up (issue 40; opt-in,
-GRIDBENCH_PLAIN_WORKERS=1).
+"""Tune's trial actors on plain workers of a local Ray, started as soon as Ray is up (issue 40; the default since
+the twenty-sixth measurement, GRIDBENCH_PLAIN_WORKERS=0 turns it off).
 
 Tune creates each trial actor with a runtime_env of its own: {"env_vars": {"PL_DISABLE_FORK": "1"}} and the few
 variables it propagates from the driver (ray.tune.execution.class_cache). Ray hands an actor only a worker started
@@ -14,11 +14,10 @@ first trials' actors take. A variable that differs keeps Tune's runtime_env for 
 --prestart-workers (gridbench.gridsearch.prestart) starts its workers with the job's setup hook, which imports
 ahead; a search with a runtime_env of its own (a user's uploaded modules) or on a cluster keeps Tune's way.
 
-It is off unless GRIDBENCH_PLAIN_WORKERS=1: on 2 cores it changed nothing measurable (4 pairs and 3 rounds of a
-small CPU search, docs/results/around-training/plain-workers-2core; "twenty-fifth" in docs/results/
-around-training.md), where the worker's start competes with the driver's for the cores, and it has not yet run on a
-GPU host of 16 cores, where the first worker began 1.7-2.8 s after Tune's start ("twenty-fourth").
-`benchmarks/fixed_costs.sh plain` measures it there.
+On an H100 host of 16 cores, in 10 pairs of the cached headline beside tune_floor.py A, the order alternating, the
+first trial began 2.48-3.35 s after Tune's launch with plain workers and 2.60-4.00 s without, and the whole command
+was faster in 7 of the 10 pairs (docs/results/around-training/h100-22d1e84; "twenty-sixth" in
+docs/results/around-training.md). On 2 cores it changed nothing measurable ("twenty-fifth").
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
-SWITCH_ENV = "GRIDBENCH_PLAIN_WORKERS"  # 1: on; otherwise Tune's runtime_env and no worker started ahead
+SWITCH_ENV = "GRIDBENCH_PLAIN_WORKERS"  # 0: Tune's runtime_env and no worker started ahead; otherwise on
 # ray/tune/execution/class_cache.py's DEFAULT_ENV_VARS (Ray 2.60), known before Ray Tune is imported: ray.init starts
 # the raylet, which takes the environment once, while Tune still imports on another thread (tests check the copy).
 TUNE_DEFAULT_ENV_VARS = {"PL_DISABLE_FORK": "1"}
@@ -38,7 +37,7 @@ KEEP_ALIVE_S = 3600  # the raylet kills an idle worker above its soft limit afte
 
 def wanted(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether a local search without a runtime_env of its own starts its trial actors on plain workers."""
-    return environ.get(SWITCH_ENV, "0") == "1"
+    return environ.get(SWITCH_ENV, "1") != "0"
 
 
 def inherit_tune_env(environ: MutableMapping[str, str] = os.environ) -> tuple[dict[str, str] | None, list[str]]:

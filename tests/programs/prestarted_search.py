@@ -1,8 +1,8 @@
 """`python prestarted_search.py STORE on|plain|off`: a real search of the digits grid, 2 trials at once on one core
-each, with --prestart-workers on, or off with Tune's actors on plain workers (GRIDBENCH_PLAIN_WORKERS=1,
-gridbench.gridsearch.plain_workers), or off as by default; prints `SEARCH {json}`: the Ray workers alive when Tune
-started the trials, each trial's worker pid and what it reported of its imports ahead, and the search's figures
-(test_prestart).
+each, with --prestart-workers on, or off with Tune's actors on plain workers as by default
+(gridbench.gridsearch.plain_workers), or off with plain workers off too (GRIDBENCH_PLAIN_WORKERS=0); prints `SEARCH
+{json}`: the Ray workers alive when Tune started the trials, each trial's worker pid and what it reported of its
+imports ahead, and the search's figures (test_prestart).
 
 With workers started ahead (on, plain), Tune's start waits here until the workers asked for are up (at most 60 s):
 the test is of where the trials land, not of how soon the workers come.
@@ -51,8 +51,9 @@ real_fit, search_runner.fit = search_runner.fit, fit_after_looking
 
 if __name__ == "__main__":
     store, ahead = sys.argv[1], sys.argv[2] == "on"
-    if sys.argv[2] == "plain":
-        os.environ["GRIDBENCH_PLAIN_WORKERS"] = "1"
+    os.environ.pop("GRIDBENCH_PLAIN_WORKERS", None)  # plain: the default
+    if sys.argv[2] == "off":
+        os.environ["GRIDBENCH_PLAIN_WORKERS"] = "0"
     search = gridbench.search(
         "digits", device="cpu", params={"epochs": 2, "learning_rate": 0.01}, grid={"hidden_units": [16, 32, 64]},
         tracking_uri=store, cpus_per_trial=1, prestart_workers=ahead,
