@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -93,7 +94,11 @@ def test_the_hook_imports_the_plans_backend_and_starts_no_device(tmp_path):
 
 def test_without_the_plans_file_the_hook_imports_nothing(tmp_path):
     found = _line(_run("import_ahead.py", str(tmp_path / "absent.json"), cwd=tmp_path), "AHEAD ")
-    assert found["imported"] == [] and found["first"] == [{"worker.imported_ahead": "false"}, {}]
+    (tags, metrics), later = found["first"], found["later"]
+    assert found["imported"] == [] and tags == {"worker.imported_ahead": "false"} and later == [tags, {}]
+    # Imported ahead or not, the worker's first trial says when its process started: how long it waited for the trial
+    assert list(metrics) == ["worker.process_started_at"]
+    assert 0 < time.time() - metrics["worker.process_started_at"] < 300
 
 
 @pytest.mark.slow
@@ -145,6 +150,7 @@ def test_by_default_a_searchs_trials_land_in_plain_workers_started_as_soon_as_ra
     assert len(found["before_fit"]) == 2 and {t["pid"] for t in trials} == set(found["before_fit"])
     assert all(t["imported_ahead"] == "false" for t in trials)  # plain: nothing imported ahead
     assert summary["workers_prestarted"] == 2 and summary["workers_imported_ahead"] == 0
+    assert summary["workers_started_ahead"] == 2  # their processes began before Tune's start, which waited for them
     assert tags["trial_workers"] == "plain" and tags["prestart_workers"] == "off"
 
 
@@ -152,7 +158,7 @@ def test_by_default_a_searchs_trials_land_in_plain_workers_started_as_soon_as_ra
 def test_with_plain_workers_off_each_trials_worker_starts_when_it_is_due(tmp_path):
     found, tags = _search(tmp_path, "off")
     assert found["before_fit"] == [] and len({t["pid"] for t in found["trials"]}) == 2
-    assert found["summary"]["workers_prestarted"] == 0
+    assert found["summary"]["workers_prestarted"] == found["summary"]["workers_started_ahead"] == 0
     assert tags["trial_workers"] == "runtime_env"
 
 

@@ -132,7 +132,8 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
     # actors take plain workers, one per trial at once, asked for as soon as Ray was up (gridsearch.plain_workers).
     assert parent.tags["prestart_workers"] == "off" and parent.tags["trial_workers"] == "plain"
     assert parent.metrics["workers_prestarted"] == parent.metrics["concurrency"] >= 1
-    assert parent.metrics["workers_started_ahead"] == 0 and parent.metrics["import_ahead_s"] == 0
+    assert parent.metrics["workers_started_ahead"] <= parent.metrics["workers_prestarted"]
+    assert parent.metrics["workers_imported_ahead"] == 0 and parent.metrics["import_ahead_s"] == 0
     assert parent.tags["ray.start"] == "lean"  # workers started through gridbench's script, no API server
     for tag in (
         "cpu.model",

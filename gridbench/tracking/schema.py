@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 class Kind(enum.Enum):
@@ -279,7 +279,7 @@ WORKERS_STARTED_AHEAD = _metric(
     "workers_started_ahead",
     On.SEARCH,
     "the trials' workers whose process started before Tune's start (the makespan's): those asked for ahead that the "
-    "trials took (known from worker.process_started_at, so only where they imported ahead)",
+    "trials took (known from worker.process_started_at: before schema 11, only where they imported ahead)",
     since=7,
     default=0.0,
 )
@@ -473,7 +473,7 @@ WORKER_IMPORT_AHEAD_ENDED_AT = _metric(
 WORKER_PROCESS_STARTED_AT = _metric(
     "worker.process_started_at",
     On.TRIAL,
-    "on the first trial of a worker that imported ahead: when its process started (Unix time)",
+    "on a worker's first trial: when its process started (Unix time; before schema 11, only where it imported ahead)",
 )
 WORKER_DATA_READ_AHEAD_STARTED_AT = _metric(
     "worker.data_read_ahead_started_at",

@@ -144,11 +144,16 @@ def ahead_of_trial() -> tuple[dict[str, str], dict[str, float]]:
     """The tags every trial of this worker reports, and the metrics its first trial reports, of its imports ahead.
 
     Every trial says whether its worker imported ahead (worker.imported_ahead); the worker's first trial also
-    says when the imports ran and how long they took, so that the search counts each worker's once.
+    says when the imports ran and how long they took, so that the search counts each worker's once, and when its
+    process started, imported ahead or not (a plain worker's too: how long it waited before its first trial).
     """
     done = os.environ.pop(DONE_ENV, None)
     if done is None:
-        return {schema.WORKER_IMPORTED_AHEAD: _reported.get("ahead", "false")}, {}
+        first = "ahead" not in _reported
+        _reported.setdefault("ahead", "false")
+        started = _process_started_at() if first else None
+        metrics = {} if started is None else {schema.WORKER_PROCESS_STARTED_AT: started}
+        return {schema.WORKER_IMPORTED_AHEAD: _reported["ahead"]}, metrics
     ahead = json.loads(done)
     _reported["ahead"] = "true" if not ahead["failed"] else "false"
     metrics = {
