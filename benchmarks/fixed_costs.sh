@@ -38,7 +38,7 @@
 #   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
 #   checkout's, in turn (after `headline`, which fills the compile cache).
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
+out=$(realpath -m "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 # Resolved here, before gpu_call_common.sh cd's into $out/work: until 2026-11-27 it was resolved there, where a relative
 # BEFORE named nothing, so the `before` runs imported this checkout's gridbench (docs/results/around-training.md).
 before=""

@@ -8,7 +8,7 @@
 #   benchmarks/headline.sh out both 1 both                             # and its CPU twin
 #   benchmarks/headline.sh out warm 2 gpu --compile-cache persistent   # programs kept across searches
 set -uo pipefail
-out=$(realpath "$1"); name=$2; repeats=$3; device=$4; shift 4
+out=$(realpath -m "$1"); name=$2; repeats=$3; device=$4; shift 4
 work=$(mktemp -d); cd "$work"
 for i in $(seq 1 "$repeats"); do
   /usr/bin/time -f "whole command %e s" python3 -m gridbench search mnist --device "$device" "$@" \

@@ -7,7 +7,7 @@
 #
 # Usage: benchmarks/headline_ab.sh OUTDIR DATA_DIR BASE_DIR [PAIRS]   (PAIRS: default 3)
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); base=$(realpath "$3"); pairs=${4:-3}
+out=$(realpath -m "$1"); data=$(realpath "$2"); base=$(realpath "$3"); pairs=${4:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out/work" ~/.keras/datasets; cp -n "$data/mnist.npz" ~/.keras/datasets/
 uri="sqlite:///$out/work/mlflow.db"

@@ -7,7 +7,7 @@
 #
 # Usage: benchmarks/order_ab.sh OUTDIR DATA_DIR       (on a machine of 4 GPUs)
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); mkdir -p "$out"
+out=$(realpath -m "$1"); data=$(realpath "$2"); mkdir -p "$out"
 { git rev-parse HEAD; git status --short; nvidia-smi -L; } >"$out/provenance.txt" 2>&1
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 S=(python3 -m gridbench scale mnist --backend jax --data-dir "$data" --grid hidden_units=256,512,1024,2048

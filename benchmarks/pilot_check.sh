@@ -17,7 +17,7 @@
 # Usage: benchmarks/pilot_check.sh OUTDIR DATA_DIR STEP...   (steps: warm, or mlp cnn mlp10 cnn24 mlp15 cnn11 mlp26
 # cnn9 mlp21 cnn7 headline, headline_cold-whole, or NAME-pilot, NAME-whole)
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); shift 2
+out=$(realpath -m "$1"); data=$(realpath "$2"); shift 2
 mkdir -p "$out/work"
 # What ran: the checkout's commit and what its working tree changed (a device's copy may carry an older .git).
 # The diff's hash names the working tree where the commit alone does not; lscpu, the host's CPU (machines differ).

@@ -8,7 +8,7 @@
 #   e.g. at 8e83827..b0bdcd1 (preallocating), SED turned growing on for whole GPUs:
 #   's/"XLA_PYTHON_CLIENT_PREALLOCATE": "true",/"XLA_PYTHON_CLIENT_PREALLOCATE": "true" if gpus_per_trial < 1 else "false",/'
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); edit=$3
+out=$(realpath -m "$1"); data=$(realpath "$2"); edit=$3
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out/work" ~/.keras/datasets; cp -n "$data/mnist.npz" ~/.keras/datasets/
 for _ in 1 2 3 4 5; do

@@ -9,7 +9,7 @@
 #   scale:    (needs 4 GPUs) a 10-epoch fill of the compile cache; (a) 300 epochs over 1, 2 and 4 GPUs with workers
 #             started ahead; (b) 10 epochs, one trial per GPU, and (c) 4 per GPU, each without and with them.
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
+out=$(realpath -m "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 steps=${*:-headline scale}
 # shellcheck source=benchmarks/gpu_call_common.sh
 source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed

@@ -6,7 +6,7 @@
 # Usage: benchmarks/program_ready_ab.sh OUTDIR BASE_CODE NEW_CODE [DATA]   (on a GPU machine)
 #   BASE_CODE, NEW_CODE: directories holding a gridbench/ package (e.g. `git archive REV gridbench | tar -x -C DIR`)
 set -uo pipefail
-out=$(realpath "$1"); base=$(realpath "$2"); new=$(realpath "$3"); data=${4:+--data $(realpath "$4")}
+out=$(realpath -m "$1"); base=$(realpath "$2"); new=$(realpath "$3"); data=${4:+--data $(realpath "$4")}
 mkdir -p "$out"
 here=$(dirname "$(realpath "$0")")
 for round in 1 2; do

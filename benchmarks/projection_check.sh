@@ -8,7 +8,7 @@
 #
 # Usage: benchmarks/projection_check.sh OUTDIR DATA_DIR [STEP...]   (steps: cold small project e20 c64)
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); shift 2
+out=$(realpath -m "$1"); data=$(realpath "$2"); shift 2
 steps=${*:-cold small project e20 c64}
 work=${GRIDBENCH_CHECK_WORK:-$out/work}; mkdir -p "$work"; cd "$work"
 uri="sqlite:///$work/mlflow.db"

@@ -5,7 +5,7 @@
 #
 # Usage: benchmarks/projection_check_cpu.sh OUTDIR   (run it alone on the machine: the pair is timed)
 set -euo pipefail
-out=$(realpath "$1"); mkdir -p "$out"; cd "$out"
+out=$(realpath -m "$1"); mkdir -p "$out"; cd "$out"
 uri="sqlite:///$out/mlflow.db"
 
 pair() {  # EPOCHS: the two searches, their parent runs into pair-EPOCHS.ids

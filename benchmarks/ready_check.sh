@@ -6,7 +6,7 @@
 #
 # Usage: benchmarks/ready_check.sh OUTDIR DATA_DIR      (on a GPU machine; prints the tags)
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2")
+out=$(realpath -m "$1"); data=$(realpath "$2")
 mkdir -p "$out"; export GRIDBENCH_CACHE_DIR="$out/cache"
 S=(python3 -m gridbench scale mnist --backend jax --data-dir "$data" --tracking-uri "sqlite:///$out/mlflow.db" --gpus 1)
 "${S[@]}" --set epochs=3 >"$out/fill.txt" 2>&1; echo "fill rc $?"

@@ -11,7 +11,7 @@
 #   c-variant:   (with SED) c-off again from a copy of this checkout whose gridbench/trial/gpu_memory.py SED edits
 #   spy-4:       (with py-spy on PATH) b-off's 4-GPU search again, every process sampled (spy-4.raw.xz)
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); edit=${3:-}
+out=$(realpath -m "$1"); data=$(realpath "$2"); edit=${3:-}
 # shellcheck source=benchmarks/gpu_call_common.sh
 source "$(dirname "$0")/gpu_call_common.sh"  # $here, $work (cd), $uri, timed
 grid=(--grid hidden_units=256,512,1024,2048)

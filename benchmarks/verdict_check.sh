@@ -8,7 +8,7 @@
 #
 # Usage: benchmarks/verdict_check.sh OUTDIR DATA_DIR WORKLOAD...   (workloads: mlp cnn digits)
 set -uo pipefail
-out=$(realpath "$1"); data=$(realpath "$2"); shift 2
+out=$(realpath -m "$1"); data=$(realpath "$2"); shift 2
 mkdir -p "$out/work"; cd "$out/work"
 uri="sqlite:///$out/work/mlflow.db"
 
