@@ -15,9 +15,9 @@ first trials' actors take. A variable that differs keeps Tune's runtime_env for 
 ahead; a search with a runtime_env of its own (a user's uploaded modules) or on a cluster keeps Tune's way.
 
 On an H100 host of 16 cores, in 10 pairs of the cached headline beside tune_floor.py A, the order alternating, the
-first trial began 2.48-3.35 s after Tune's launch with plain workers and 2.60-4.00 s without, and the whole command
-was faster in 7 of the 10 pairs (docs/results/around-training/h100-22d1e84; "twenty-sixth" in
-docs/results/around-training.md). On 2 cores it changed nothing measurable ("twenty-fifth").
+first worker began 1.9-2.7 s after the trials' launch with plain workers and 2.0-3.4 s without (sooner in 9 pairs, as
+soon in 1), and the whole command was shorter in 7 of the 10 (docs/results/around-training/h100-22d1e84;
+"twenty-sixth" in docs/results/around-training.md). On 2 cores it changed nothing measurable ("twenty-fifth").
 """
 
 from __future__ import annotations
