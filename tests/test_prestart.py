@@ -126,9 +126,11 @@ def _search(tmp_path: Path, ahead: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.slow
-def test_a_searchs_trials_land_in_the_workers_started_ahead(tmp_path):
-    """3 trials, 2 at once: both workers asked of Ray as soon as it was up run every trial, and imported ahead."""
-    found, tags = _search(tmp_path, "on")
+@pytest.mark.parametrize("mode", ["on", "on-tune"])
+def test_a_searchs_trials_land_in_the_workers_started_ahead(tmp_path, mode):
+    """3 trials, 2 at once: both workers asked of Ray as soon as it was up run every trial, and imported ahead; Tune's
+    actors with the job's runtime_env alone (on, as by default), or Tune's merged in (GRIDBENCH_PLAIN_WORKERS=0)."""
+    found, tags = _search(tmp_path, mode)
     trials, summary = found["trials"], found["summary"]
     assert [t["status"] for t in trials] == ["FINISHED"] * 3
     pids = {t["pid"] for t in trials}
@@ -138,6 +140,7 @@ def test_a_searchs_trials_land_in_the_workers_started_ahead(tmp_path):
     assert summary["workers_prestarted"] == 2 and summary["workers_imported_ahead"] == 2
     assert summary["import_ahead_s"] == pytest.approx(sum(t["import_ahead_s"] or 0 for t in trials))
     assert tags["prestart_workers"] == "on"
+    assert tags["trial_workers"] == ("plain" if mode == "on" else "runtime_env")
 
 
 @pytest.mark.slow

@@ -12,7 +12,9 @@ for one plain idle worker per trial that runs at once as soon as Ray is up (`sta
 first trials' actors take. A variable that differs keeps Tune's runtime_env for that search, as before.
 
 --prestart-workers (gridbench.gridsearch.prestart) starts its workers with the job's setup hook, which imports
-ahead; a search with a runtime_env of its own (a user's uploaded modules) or on a cluster keeps Tune's way.
+ahead: on one node, Tune's actors then take the job's runtime_env alone (the hook's), and its workers are asked for
+with it, without waiting for Tune's import. A search with a runtime_env of its own (a user's uploaded modules), on a
+cluster, or on one node per GPU keeps Tune's way.
 
 On an H100 host of 16 cores, in 10 pairs of the cached headline beside tune_floor.py A, the order alternating, the
 first worker began 1.9-2.7 s after the trials' launch with plain workers and 2.0-3.4 s without (sooner in 9 pairs, as

@@ -6,7 +6,9 @@ unset or equal, runtime_env hash, dynamic options; never its resources). Tune gi
 actors a runtime_env of their own (ray.tune.execution.class_cache), which the driver's core worker
 merges with the job's (CoreWorker::OverrideTaskOrActorRuntimeEnvInfo). The raylet's PrestartWorkers
 RPC (node_manager.proto) starts idle workers for a given runtime_env; asked for the merged one, a
-trial actor lands in them (benchmarks/prestart_probe.py: every trial did, in 24 of 24).
+trial actor lands in them (benchmarks/prestart_probe.py: every trial did, in 24 of 24). Where Tune's
+actors have no runtime_env of their own (gridbench.gridsearch.plain_workers, one node), they take the
+job's, and the workers are asked for with it.
 
 Each worker then imports ahead what its trials need: the job's worker_process_setup_hook
 (gridbench.trial.prestart.import_ahead, named by module path) reads this search's plan file, whose
@@ -52,9 +54,12 @@ def actor_serialized_env(job_serialized: str, actor_env: Mapping[str, Any]) -> s
     return json.dumps(merged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def prestart_workers(count: int, raylet: tuple[str, int] | None = None, keep_alive_s: int = KEEP_ALIVE_S) -> None:
+def prestart_workers(
+    count: int, raylet: tuple[str, int] | None = None, keep_alive_s: int = KEEP_ALIVE_S, tune_env: bool = True
+) -> None:
     """Asks the local raylet, or `raylet` (address, port), to start `count` idle workers that Tune's trial actors will
-    take.
+    take: with Tune's runtime_env merged with the job's, or with the job's alone where Tune's actors have none of
+    their own (`tune_env` False: gridbench.gridsearch.plain_workers).
 
     The request is answered at once; the workers start, register and run the job's worker_process_setup_hook
     while the driver goes on. A local Ray only: its head, or a node it started (gridbench.gridsearch.gpu_nodes).
@@ -62,7 +67,9 @@ def prestart_workers(count: int, raylet: tuple[str, int] | None = None, keep_ali
     import ray
 
     job_env = ray._private.worker.global_worker.core_worker.get_job_config().runtime_env_info
-    serialized = actor_serialized_env(job_env.serialized_runtime_env, tune_actor_runtime_env())
+    serialized = job_env.serialized_runtime_env
+    if tune_env:
+        serialized = actor_serialized_env(serialized, tune_actor_runtime_env())
     start_idle_workers(count, serialized, raylet, keep_alive_s)
 
 

@@ -181,17 +181,18 @@ class RaySession:
             if plan is None or self._prestart_state != "waiting":
                 return
             self._prestart_state = "asked"
-        if self.inherited_env is not None:
+        if self.inherited_env is not None and not prestarts_workers(plan.options):
             self._start_plain_workers(plan.concurrency)
             return
         try:
-            self.imports_done()  # prestart imports from ray.tune
+            if self.inherited_env is None:
+                self.imports_done()  # the actors' runtime_env is Tune's merged with the job's: from ray.tune
             prestart.write_plan(plan, self._plan_file())
             raylets = [None, *self.gpu_nodes.raylet_addresses()]  # the head's, then one per GPU's (gpu_nodes)
             for index, raylet in enumerate(raylets):
                 count = plan.concurrency // len(raylets) + (index < plan.concurrency % len(raylets))
                 if count:
-                    prestart.prestart_workers(count, raylet)
+                    prestart.prestart_workers(count, raylet, tune_env=self.inherited_env is None)
                     self.workers_prestarted += count
         except Exception as err:  # noqa: BLE001 - Ray's internal RPC changed, say: each worker starts with its trial
             self.prestart_failure = f"{type(err).__name__}: {err}".splitlines()[0][:200]
@@ -328,11 +329,13 @@ class RaySession:
         self._adopt_precompiler()  # started before Ray (run_search, or an assumed plan): the watchdog ends them too
         ahead = prestarts_workers(options)
         nodes = gpu_nodes.layout(gpus, cpus, *trial_share) if ahead and trial_share else None
+        one_node = nodes is None or len(nodes.gpu_ids) == 1  # several: Tune's runtime_env, as measured on 4 GPUs
+        if not options.address and runtime_env is None and one_node and plain_workers.wanted():
+            # Before ray.init: its raylet takes the environment. With --prestart-workers, Tune's actors then take
+            # the job's runtime_env alone, the setup hook's, and the workers are asked for without Tune's import.
+            self.inherited_env, self._env_added = plain_workers.inherit_tune_env()
         if ahead:
             runtime_env = prestart.job_runtime_env(runtime_env, self._plan_file())
-        elif not options.address and runtime_env is None and plain_workers.wanted():
-            # Before ray.init: its raylet takes the environment.
-            self.inherited_env, self._env_added = plain_workers.inherit_tune_env()
         start = time.perf_counter()
         try:
             # Ray's import first and alone, then the imports for later beside ray.init, which mostly waits for Ray's

@@ -1,11 +1,12 @@
-"""`python prestarted_search.py STORE on|plain|off`: a real search of the digits grid, 2 trials at once on one core
-each, with --prestart-workers on, or off with Tune's actors on plain workers as by default
+"""`python prestarted_search.py STORE on|on-tune|plain|off`: a real search of the digits grid, 2 trials at once on one
+core each, with --prestart-workers on (Tune's actors without a runtime_env of Tune's, as by default; on-tune: with it,
+GRIDBENCH_PLAIN_WORKERS=0), or off with Tune's actors on plain workers as by default
 (gridbench.gridsearch.plain_workers), or off with plain workers off too (GRIDBENCH_PLAIN_WORKERS=0); prints `SEARCH
 {json}`: the Ray workers alive when Tune started the trials, each trial's worker pid and what it reported of its
 imports ahead, and the search's figures (test_prestart).
 
-With workers started ahead (on, plain), Tune's start waits here until the workers asked for are up (at most 60 s):
-the test is of where the trials land, not of how soon the workers come.
+With workers started ahead (on, on-tune, plain), Tune's start waits here until the workers asked for are up (at most
+60 s): the test is of where the trials land, not of how soon the workers come.
 """
 
 import json
@@ -50,9 +51,9 @@ def fit_after_looking(plan, *args, **kwargs):
 real_fit, search_runner.fit = search_runner.fit, fit_after_looking
 
 if __name__ == "__main__":
-    store, ahead = sys.argv[1], sys.argv[2] == "on"
+    store, ahead = sys.argv[1], sys.argv[2] in ("on", "on-tune")
     os.environ.pop("GRIDBENCH_PLAIN_WORKERS", None)  # plain: the default
-    if sys.argv[2] == "off":
+    if sys.argv[2] in ("off", "on-tune"):
         os.environ["GRIDBENCH_PLAIN_WORKERS"] = "0"
     search = gridbench.search(
         "digits", device="cpu", params={"epochs": 2, "learning_rate": 0.01}, grid={"hidden_units": [16, 32, 64]},
