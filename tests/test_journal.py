@@ -37,7 +37,7 @@ class Outage:
     """
 
     def __init__(self, client):
-        self.client, self.down, self.lost_replies, self.calls = client, False, 0, 0
+        self.client, self.down, self.lost_replies, self.calls, self.refused = client, False, 0, 0, 0
         self.threads: set[str] = set()  # the threads that called the store
         self.refused_run_name: str | None = None  # create_run of this name is refused (HTTP 400)
 
@@ -48,6 +48,7 @@ class Outage:
             self.calls += 1
             self.threads.add(threading.current_thread().name)
             if self.down:
+                self.refused += 1
                 raise ConnectionError("Connection refused")
             if name == "create_run" and kwargs.get("run_name") == self.refused_run_name:
                 from mlflow.exceptions import MlflowException
@@ -129,6 +130,9 @@ def test_a_trial_is_on_disk_before_the_store_and_the_caller_never_waits_for_the_
     assert [line["event"] for line in lines] == ["start", "parent", "trial", "trial", "trial"]
     assert lines[1]["run_id"] == parent
     assert lines[2]["record"]["trial_id"] == "t0" and lines[2]["record"]["epoch_times"] == [0.2, 0.1]
+    deadline = time.monotonic() + 30  # the writer meets the outage at least once (on a busy machine it may be late)
+    while not outage.refused and time.monotonic() < deadline:
+        time.sleep(0.01)
     outage.down = False  # the store comes back while the search runs: the writer catches up by itself
     recorder.finish(SUMMARY, SearchStatus.FINISHED)
     assert recorder.unsynced_hint() is None
