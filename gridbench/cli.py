@@ -122,9 +122,9 @@ def _add_prestart_option(parser) -> None:
         "--prestart-workers",
         action=argparse.BooleanOptionalAction,
         help="start a local Ray's workers, one per trial at once, as soon as Ray is up, each importing its framework "
-        "and the trial's modules (and, seeing one GPU only, starting it) before its first trial; or start each worker "
-        "with its first trial (--no-prestart-workers, the default). A Ray cluster (--address) always starts them with "
-        "the trials",
+        "and the trial's modules (and, seeing one GPU only, starting it) before its first trial; or let each worker "
+        "import with its first trial (--no-prestart-workers, the default: the workers still start as soon as Ray is "
+        "up, unless GRIDBENCH_PLAIN_WORKERS=0). A Ray cluster (--address) always starts them with the trials",
     )
 
 

@@ -377,7 +377,8 @@ def _is_ray_worker(process: psutil.Process) -> bool:
 
 @pytest.mark.slow
 def test_a_local_ray_starts_no_worker_before_a_trial_asks_for_one(monkeypatch):
-    """Tune's actors never take the idle workers Ray starts ahead (one per core), so none is started."""
+    """Ray starts no idle worker of its own (one per core by default): a search asks for the ones its trials need,
+    as soon as Ray is up (RaySession.prestart, given no plan here), or each trial's is started when it is due."""
     import gc
 
     import ray

@@ -138,6 +138,11 @@ def test_a_lean_start_learns_that_its_raylet_registered_by_reading_the_node_tabl
             "yes",
             "GRIDBENCH_NODE_PER_GPU='yes': say 1 (one Ray node per GPU) or 0 (one node), or leave it unset",
         ),
+        (
+            "GRIDBENCH_PLAIN_WORKERS",
+            "off",
+            "GRIDBENCH_PLAIN_WORKERS='off': say 1 (plain workers, the default) or 0 (Tune's runtime_env)",
+        ),
     ],
 )
 def test_an_unknown_choice_of_start_is_refused_in_one_line_leaving_nothing(tmp_path, variable, value, line):

@@ -134,7 +134,7 @@ def test_a_searchs_trials_land_in_the_workers_started_ahead(tmp_path, mode):
     trials, summary = found["trials"], found["summary"]
     assert [t["status"] for t in trials] == ["FINISHED"] * 3
     pids = {t["pid"] for t in trials}
-    assert len(found["before_fit"]) == 2 and pids == set(found["before_fit"])
+    assert len(found["before_fit"]) == 2 and pids == set(found["before_fit"]), found
     assert all(t["imported_ahead"] == "true" for t in trials)
     assert sum(t["import_ahead_s"] is not None for t in trials) == 2  # once per worker: its first trial
     assert summary["workers_prestarted"] == 2 and summary["workers_imported_ahead"] == 2
@@ -153,7 +153,8 @@ def test_by_default_a_searchs_trials_land_in_plain_workers_started_as_soon_as_ra
     assert len(found["before_fit"]) == 2 and {t["pid"] for t in trials} == set(found["before_fit"])
     assert all(t["imported_ahead"] == "false" for t in trials)  # plain: nothing imported ahead
     assert summary["workers_prestarted"] == 2 and summary["workers_imported_ahead"] == 0
-    assert summary["workers_started_ahead"] == 2  # their processes began before Tune's start, which waited for them
+    # Their processes began before Tune's start: the raylet forks them as it answers the request, made once Ray was up
+    assert summary["workers_started_ahead"] == 2
     assert tags["trial_workers"] == "plain" and tags["prestart_workers"] == "off"
 
 

@@ -116,7 +116,7 @@ def test_digits_search_end_to_end_through_the_cli(tmp_path):
         text=True,
         timeout=600,
         cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"},
+        env={k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "GRIDBENCH_PLAIN_WORKERS")},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("backend tensorflow: Keras' default for a CPU search (KERAS_BACKEND is unset)\n")

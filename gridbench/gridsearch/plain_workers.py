@@ -7,9 +7,10 @@ with the same runtime_env, so no worker can be ready for the first trial before 
 then, on the first trial's path. A local Ray's workers inherit the environment its raylet was started with, the
 driver's at ray.init. Where that environment already holds each of Tune's variables with Tune's value, the
 runtime_env changes nothing in the worker but how it starts: the search sets Tune's defaults before ray.init
-(`inherit_tune_env`), creates Tune's actors without a runtime_env (`trial_actors_inherit`), and asks the raylet
-for one plain idle worker per trial that runs at once as soon as Ray is up (`start_idle_workers`), which the
-first trials' actors take. A variable that differs keeps Tune's runtime_env for that search, as before.
+(`inherit_tune_env`, unset again once Ray has started), creates Tune's actors without a runtime_env
+(`actors_can_inherit`, decided once; `trial_actors_plain`), and asks the raylet for one plain idle worker per trial
+that runs at once as soon as Ray is up (`start_idle_workers`), which the first trials' actors take. A variable that
+differs keeps Tune's runtime_env for that search, as before.
 
 --prestart-workers (gridbench.gridsearch.prestart) starts its workers with the job's setup hook, which imports
 ahead: on one node, Tune's actors then take the job's runtime_env alone (the hook's), and its workers are asked for
@@ -29,7 +30,9 @@ import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
-SWITCH_ENV = "GRIDBENCH_PLAIN_WORKERS"  # 0: Tune's runtime_env and no worker started ahead; otherwise on
+from gridbench.errors import UserError
+
+SWITCH_ENV = "GRIDBENCH_PLAIN_WORKERS"  # 0: Tune's runtime_env and no worker started ahead; 1 or unset: on
 # ray/tune/execution/class_cache.py's DEFAULT_ENV_VARS (Ray 2.60), known before Ray Tune is imported: ray.init starts
 # the raylet, which takes the environment once, while Tune still imports on another thread (tests check the copy).
 TUNE_DEFAULT_ENV_VARS = {"PL_DISABLE_FORK": "1"}
@@ -38,8 +41,12 @@ KEEP_ALIVE_S = 3600  # the raylet kills an idle worker above its soft limit afte
 
 
 def wanted(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether a local search without a runtime_env of its own starts its trial actors on plain workers."""
-    return environ.get(SWITCH_ENV, "1") != "0"
+    """Whether a local search without a runtime_env of its own starts its trial actors on plain workers (raises
+    UserError for a value other than 0 or 1: plan_search asks first, before anything is written)."""
+    asked = environ.get(SWITCH_ENV, "")
+    if asked not in ("", "0", "1"):
+        raise UserError(f"{SWITCH_ENV}={asked!r}: say 1 (plain workers, the default) or 0 (Tune's runtime_env)")
+    return asked != "0"
 
 
 def inherit_tune_env(environ: MutableMapping[str, str] = os.environ) -> tuple[dict[str, str] | None, list[str]]:
@@ -76,22 +83,35 @@ def inherits(inherited: Mapping[str, str] | None, actor_env: Mapping[str, Any]) 
     return all(inherited.get(name) == value for name, value in actor_env.get("env_vars", {}).items())
 
 
+def actors_can_inherit(inherited: Mapping[str, str] | None) -> bool:
+    """Whether Tune's trial actors can go without a runtime_env of their own: a local Ray's workers inherited each of
+    Tune's variables (`inherited`, as inherit_tune_env returned it), and Tune's class cache is as expected (a Ray that
+    moved or renamed it keeps Tune's way). The search decides it once (RaySession.actors_plain)."""
+    if inherited is None:
+        return False
+    try:
+        from ray.tune.execution import class_cache
+
+        actor_env = tune_actor_runtime_env()
+    except (ImportError, AttributeError):  # Ray's own, private: another version may differ
+        return False
+    return callable(getattr(class_cache._ActorClassCache, "get", None)) and inherits(inherited, actor_env)
+
+
 @contextlib.contextmanager
-def trial_actors_inherit(inherited: Mapping[str, str] | None) -> Iterator[bool]:
-    """While Tune runs: its trial actors created without a runtime_env where the local Ray's workers inherited
-    Tune's variables (`inherited`, as inherit_tune_env returned it); yields whether Tune's actors were given that way.
+def trial_actors_plain(plain: bool) -> Iterator[None]:
+    """While Tune runs: its trial actors created without a runtime_env where `plain` (actors_can_inherit).
 
     Tune has no option for its actors' runtime_env, so its class cache's `get` is replaced for the run and restored
-    after it; a Ray whose class cache is not as expected keeps Tune's. Whether Tune's variables are the workers' is
-    decided once, as the run starts.
+    after it.
     """
+    if not plain:
+        yield
+        return
     import ray
     from ray.tune.execution import class_cache
 
-    tunes_get = getattr(class_cache._ActorClassCache, "get", None)  # Ray's own, private: another version may differ
-    if tunes_get is None or not inherits(inherited, tune_actor_runtime_env()):
-        yield False
-        return
+    tunes_get = class_cache._ActorClassCache.get
 
     def get(cache, trainable_cls):
         if not isinstance(getattr(cache, "_cache", None), dict):
@@ -102,7 +122,7 @@ def trial_actors_inherit(inherited: Mapping[str, str] | None) -> Iterator[bool]:
 
     class_cache._ActorClassCache.get = get
     try:
-        yield True
+        yield
     finally:
         class_cache._ActorClassCache.get = tunes_get
 

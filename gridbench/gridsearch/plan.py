@@ -15,7 +15,7 @@ from typing import Callable
 from gridbench import compile_cache, disk_space, environment
 from gridbench.datasets import SHAPES
 from gridbench.errors import UserError
-from gridbench.gridsearch import backends, fusion, gpu_nodes, lifecycle, local_ray, placement, user_check
+from gridbench.gridsearch import backends, fusion, gpu_nodes, lifecycle, local_ray, placement, plain_workers, user_check
 from gridbench.gridsearch.options import SearchOptions, SearchPlan
 from gridbench.spec import ExperimentSpec, trial_timeout
 from gridbench.tracking.journal import check_journal_dir
@@ -156,6 +156,7 @@ def _check_options(options: SearchOptions) -> None:
     if not options.address:  # how a local Ray starts: refused before the journal's directory is made
         local_ray.choice()
         gpu_nodes.node_per_gpu()
+        plain_workers.wanted()
 
 
 def _resources(options: SearchOptions, ray_trials: int) -> tuple[int, float, int, int, int]:

@@ -82,9 +82,10 @@ def _start_ray(
             num_gpus=1 if nodes else gpus,  # --gpus N: Ray hands out the first N visible; none to a CPU search
             include_dashboard=False,
             _temp_dir=ray_dir,  # its session (logs, sockets) inside the search's directory, removed with it
-            # By default ray.init waits until it has started one idle worker per core, and Tune's trial actors
-            # never take them: Tune gives its actors a runtime_env of their own (PL_DISABLE_FORK), and Ray hands
-            # an actor only a worker started with the same one. So Ray starts each trial's worker when it is due.
+            # By default ray.init waits until it has started one idle worker per core, which Tune's trial actors
+            # take only where they have no runtime_env of their own (Ray hands an actor only a worker started with
+            # the same one). A search asks for the workers its trials need itself, one per trial at once, as soon
+            # as Ray is up (RaySession.prestart); otherwise Ray starts each trial's worker when it is due.
             _system_config={"prestart_worker_first_driver": False, **local_ray.system_config(start)},
             **quiet,
         )
@@ -114,8 +115,9 @@ class RaySession:
     imported meanwhile in a thread. Once the plan is complete, still beside Ray's start,
     `planned` starts compiling the programs ahead and, with `open_store_early`, opening
     the store. Otherwise run_search starts Ray, and opens the store beside it. Once Ray is up
-    and the plan complete, with --prestart-workers, `prestart` asks a local Ray for the trials'
-    workers (gridbench.gridsearch.prestart). `stop`
+    and the plan complete, `prestart` asks a local Ray for the trials' workers: plain ones
+    (gridbench.gridsearch.plain_workers), or with --prestart-workers ones that import ahead
+    (gridbench.gridsearch.prestart). `stop`
     shuts Ray down, ends by PID what it started, removes the search's directory and
     restores the signal handlers, also when planning fails after the start.
     """
@@ -141,7 +143,8 @@ class RaySession:
         self._prestart_state = "off"  # off, then waiting (Ray started with the hook, or plain), then asked
         # The environment a local Ray's workers inherit, where Tune's actors take plain workers (plain_workers).
         self.inherited_env: dict[str, str] | None = None
-        self._env_added: list[str] = []  # what that set in this process's environment, unset at the stop
+        self._env_added: list[str] = []  # what that set in this process's environment, unset once Ray has started
+        self._actors_plain: bool | None = None  # whether Tune's actors go without their runtime_env: decided once
         self._tune_imported: threading.Event | None = None  # Ray Tune, then MLflow, imported beside Ray's start
 
     @property
@@ -210,12 +213,25 @@ class RaySession:
             self.workers_prestarted += count
 
     @property
+    def actors_plain(self) -> bool:
+        """Whether Tune's trial actors go without a runtime_env of their own, decided once for the search (the tag
+        says it, and Tune's run follows it). Where the workers were asked for with the job's runtime_env alone and
+        the actors cannot go without theirs (a variable of Tune's changed since Ray's start), says so: no trial
+        will take those workers."""
+        if self._actors_plain is None:
+            self._actors_plain = plain_workers.actors_can_inherit(self.inherited_env)
+            if self.inherited_env is not None and not self._actors_plain and self.workers_prestarted:
+                print(
+                    "gridbench: Tune's trial actors keep their runtime_env (a variable of Tune's differs from the "
+                    "workers'); the workers started ahead will not take trials",
+                    file=sys.stderr,
+                )
+        return self._actors_plain
+
+    @property
     def trial_workers(self) -> str:
-        """The search's trial_workers tag: plain where Tune's actors run without a runtime_env (after Tune's import)."""
-        if self.inherited_env is None:
-            return "runtime_env"
-        plain = plain_workers.inherits(self.inherited_env, plain_workers.tune_actor_runtime_env())
-        return "plain" if plain else "runtime_env"
+        """The search's trial_workers tag: plain where Tune's actors run without a runtime_env of their own."""
+        return "plain" if self.actors_plain else "runtime_env"
 
     def _start_imports(self) -> None:
         """Imports Ray Tune, then MLflow, on a thread while Ray starts: Tune starts, and the store opens, sooner."""
@@ -353,6 +369,9 @@ class RaySession:
                 raise SearchInterrupted(signal.SIGTERM) from None
             raise
         finally:
+            # The raylets have taken the environment (their workers inherit it): this process keeps its own.
+            plain_workers.forget(self._env_added)
+            self._env_added = []
             with self._lock:  # the probe's thread may adopt compiling processes meanwhile (_adopt_precompiler)
                 self.processes.note()
                 self.watchdog.guard(self.processes.seen)
@@ -411,8 +430,8 @@ class RaySession:
         self.ray_start_s = self.signals = self.directory = self.processes = self.watchdog = self.precompiler = None
         self._store = None  # opened and never taken (the command failed after planning): it wrote no run
         self._prestart_plan, self._prestart_state, self.workers_prestarted, self.prestart_failure = None, "off", 0, ""
-        plain_workers.forget(self._env_added)
-        self.inherited_env, self._env_added = None, []
+        plain_workers.forget(self._env_added)  # where the start never came to Ray's
+        self.inherited_env, self._env_added, self._actors_plain = None, [], None
         self.gpu_nodes = gpu_nodes.NO_NODES
 
 

@@ -112,7 +112,7 @@ def run_search(
             observer.start(plan.trials_total if resume is None else resume.remaining)
         fit_started, fit_started_at = time.perf_counter(), time.time()
         session.before_trials(plan)
-        fit(plan, runner, callback, concurrency, context, session.directory.tune_dir, resume, session.inherited_env)
+        fit(plan, runner, callback, concurrency, context, session.directory.tune_dir, resume, session.actors_plain)
         session.signals.check()
         recorder.ready()  # a store that never opened fails the search, though its trials ran
         summary = summary_now(callback.records)

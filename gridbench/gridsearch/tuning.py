@@ -69,12 +69,12 @@ def fit(
     context: TrialContext,
     storage: str,
     resume=None,
-    inherited_env: Mapping[str, str] | None = None,
+    plain_actors: bool = False,
 ) -> float:
     """Runs every trial through Ray Tune (a resumed search: those not finished); returns the makespan in seconds.
 
-    `inherited_env`: the environment a local Ray's workers inherited, where Tune's trial actors take plain workers
-    (gridbench.gridsearch.plain_workers)."""
+    `plain_actors`: Tune's trial actors go without a runtime_env of their own (gridbench.gridsearch.plain_workers,
+    as the search decided it: RaySession.actors_plain)."""
     from ray import tune
 
     spec = plan.spec
@@ -110,7 +110,7 @@ def fit(
             failure_config=tune.FailureConfig(max_failures=plan.options.retries),
         ),
     )
-    with plain_workers.trial_actors_inherit(inherited_env):
+    with plain_workers.trial_actors_plain(plain_actors):
         start = time.perf_counter()
         tuner.fit()
         makespan = time.perf_counter() - start

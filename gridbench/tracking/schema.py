@@ -260,11 +260,13 @@ RAY_START = _tag(
 TRIAL_WORKERS = _tag(
     "trial_workers",
     On.SEARCH,
-    "how Tune's trial actors got their workers: plain (a local Ray's workers inherited Tune's variables, the actors "
-    "had no runtime_env, and workers_prestarted plain workers were asked for as soon as Ray was up: "
-    "gridbench.gridsearch.plain_workers; the default on a local Ray since 2026-12-07, off with "
-    "GRIDBENCH_PLAIN_WORKERS=0) or runtime_env (Tune's own, each worker started when its trial was due, or with "
-    "--prestart-workers before; a cluster, a runtime_env of the search's own, and every search before schema 10)",
+    "how Tune's trial actors got their workers: plain (a local Ray's workers inherited Tune's variables and the "
+    "actors had no runtime_env of Tune's, taking the workers_prestarted workers asked for as soon as Ray was up: "
+    "plain ones, or with --prestart-workers ones that imported ahead in the job's setup hook; "
+    "gridbench.gridsearch.plain_workers, the default on a local Ray of one node since 2026-12-07, off with "
+    "GRIDBENCH_PLAIN_WORKERS=0) or runtime_env (Tune's own, merged with the job's: each worker started when its "
+    "trial was due, or with --prestart-workers before; a cluster, a runtime_env of the search's own, one node per "
+    "GPU, and every search before schema 10)",
     since=10,
     default="runtime_env",
 )

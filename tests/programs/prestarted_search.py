@@ -18,7 +18,7 @@ import gridbench
 from gridbench.gridsearch import search_runner
 from gridbench.tracking import schema
 
-seen: dict[str, list[int]] = {}
+seen: dict[str, object] = {}
 
 
 def workers() -> set[int]:
@@ -41,10 +41,11 @@ def workers() -> set[int]:
 
 
 def fit_after_looking(plan, *args, **kwargs):
-    deadline = time.monotonic() + 60
-    while sys.argv[2] != "off" and len(workers()) < plan.concurrency and time.monotonic() < deadline:
+    start = time.monotonic()
+    while sys.argv[2] != "off" and len(workers()) < plan.concurrency and time.monotonic() < start + 60:
         time.sleep(0.2)
     seen["before_fit"] = sorted(workers())
+    seen["waited_s"] = round(time.monotonic() - start, 1)  # for a failure's message: 60 means they never all came
     return real_fit(plan, *args, **kwargs)
 
 
