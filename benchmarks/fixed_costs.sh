@@ -21,8 +21,8 @@
 #   (after `headline`, which fills the compile cache); the two headlines' order alternates from one triple to the next
 #   (until 2026-11-28 the option always ran second).
 #   plain: PAIRS triples (default 3) of tune_floor.py A, the headline with Tune's actors on plain workers
-#   (GRIDBENCH_PLAIN_WORKERS=1, the default since b1e242d, gridbench.gridsearch.plain_workers) and without (0), in turn, the two
-#   headlines' order alternating (after `headline`, which fills the compile cache).
+#   (GRIDBENCH_PLAIN_WORKERS=1, the default since b1e242d, gridbench.gridsearch.plain_workers) and without (0), in
+#   turn, the two headlines' order alternating (after `headline`, which fills the compile cache).
 #   preload: benchmarks/gpu_lib_preload.py cold and preload alternately, 3 times each, on GPU 0.
 #   firstrun: FIRST_PAIRS pairs (default 2) of the headline as typed with the code in $BEFORE and with this checkout's,
 #   in turn, each on an empty compile cache of its own ($GRIDBENCH_CACHE_DIR): the first run, on a machine whose page

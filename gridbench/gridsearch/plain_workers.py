@@ -36,7 +36,6 @@ SWITCH_ENV = "GRIDBENCH_PLAIN_WORKERS"  # 0: Tune's runtime_env and no worker st
 # ray/tune/execution/class_cache.py's DEFAULT_ENV_VARS (Ray 2.60), known before Ray Tune is imported: ray.init starts
 # the raylet, which takes the environment once, while Tune still imports on another thread (tests check the copy).
 TUNE_DEFAULT_ENV_VARS = {"PL_DISABLE_FORK": "1"}
-PLAIN_RUNTIME_ENV = "{}"  # what Ray's core worker sends for an actor without a runtime_env
 KEEP_ALIVE_S = 3600  # the raylet kills an idle worker above its soft limit after ~1 s, unless kept
 
 
@@ -129,12 +128,13 @@ def trial_actors_plain(plain: bool) -> Iterator[None]:
 
 def start_idle_workers(
     count: int,
-    serialized_env: str = PLAIN_RUNTIME_ENV,
+    serialized_env: str | None = None,
     raylet: tuple[str, int] | None = None,
     keep_alive_s: int = KEEP_ALIVE_S,
 ) -> None:
     """Asks the local raylet, or `raylet` (address, port), to start `count` idle workers of this job with
-    `serialized_env` (the runtime_env string Ray hashes), kept alive `keep_alive_s`.
+    `serialized_env` (the runtime_env string Ray hashes; None: the job's, which an actor without a runtime_env of its
+    own takes), kept alive `keep_alive_s`.
 
     The raylet answers at once (its PrestartWorkers RPC, node_manager.proto); the workers start and register while
     the driver goes on. An actor whose runtime_env hashes the same takes one.
@@ -151,7 +151,9 @@ def start_idle_workers(
         num_workers=count,
         keep_alive_duration_secs=keep_alive_s,
     )
-    request.runtime_env_info.serialized_runtime_env = serialized_env
+    request.runtime_env_info.serialized_runtime_env = (
+        job_env.serialized_runtime_env if serialized_env is None else serialized_env
+    )
     request.runtime_env_info.uris.CopyFrom(job_env.uris)  # the job's uploaded modules, as the merge keeps them
     address, port = raylet or (worker.node.node_ip_address, worker.node.node_manager_port)
     with init_grpc_channel(f"{address}:{port}") as channel:

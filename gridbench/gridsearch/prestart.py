@@ -64,12 +64,12 @@ def prestart_workers(
     The request is answered at once; the workers start, register and run the job's worker_process_setup_hook
     while the driver goes on. A local Ray only: its head, or a node it started (gridbench.gridsearch.gpu_nodes).
     """
-    import ray
-
-    job_env = ray._private.worker.global_worker.core_worker.get_job_config().runtime_env_info
-    serialized = job_env.serialized_runtime_env
+    serialized = None  # the job's: start_idle_workers reads it
     if tune_env:
-        serialized = actor_serialized_env(serialized, tune_actor_runtime_env())
+        import ray
+
+        job_env = ray._private.worker.global_worker.core_worker.get_job_config().runtime_env_info
+        serialized = actor_serialized_env(job_env.serialized_runtime_env, tune_actor_runtime_env())
     start_idle_workers(count, serialized, raylet, keep_alive_s)
 
 
