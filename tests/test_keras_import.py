@@ -1,5 +1,5 @@
-"""A trial's worker imports Keras without scikit-learn and matplotlib, which only Keras' wrappers and image galleries
-use (trial.keras_import)."""
+"""A trial's worker imports Keras without scikit-learn, matplotlib and pandas, which only Keras' wrappers, image
+galleries and DataFrame slicing use (trial.keras_import)."""
 
 from __future__ import annotations
 
@@ -28,18 +28,19 @@ def _found(*args: str) -> dict:
 @pytest.mark.slow
 def test_keras_is_imported_without_sklearn_which_imports_as_usual_afterwards():
     found = _found()
-    assert found["hidden"] == ["sklearn", "matplotlib"]
-    assert found["sklearn_after_keras"] is False and found["matplotlib_after_keras"] is False
+    assert found["hidden"] == ["sklearn", "matplotlib", "pandas"]
+    assert not (found["sklearn_after_keras"] or found["matplotlib_after_keras"] or found["pandas_after_keras"])
     assert found["keras_works"] is True
     assert found["sklearn_later"] == "sklearn.base" and found["pyplot_later"] == "matplotlib.pyplot"
     assert found["wrapper"].startswith("ImportError") and "scikit-learn" in found["wrapper"]  # the two things lost
     assert found["gallery"].startswith("ImportError") and "matplotlib" in found["gallery"]
+    assert found["pandas_later"] == "pandas" and found["frame_fitted"] is True  # a DataFrame fits as an array
 
 
 @pytest.mark.slow
 def test_where_sklearn_was_imported_first_keras_keeps_its_wrappers():
     found = _found("sklearn-first")
-    assert found["hidden"] == ["matplotlib"]
+    assert found["hidden"] == ["matplotlib"]  # scikit-learn imports pandas (sklearn.utils.fixes)
     assert found["keras_works"] is True and found["wrapper"] == "works"
 
 

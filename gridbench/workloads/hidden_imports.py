@@ -1,7 +1,7 @@
 """Modules made unimportable for a while, so that a framework's optional import of them fails fast and it goes on.
 
-Keras imports scikit-learn and matplotlib as it is imported, and TensorFlow as it seeds, each where installed and
-each inside `try: ... except ImportError` (gridbench.trial.keras_import, keras_common.set_random_seed).
+Keras imports scikit-learn, matplotlib and pandas as it is imported, and TensorFlow as it seeds, each where installed
+and each inside `try: ... except ImportError` (gridbench.trial.keras_import, keras_common.set_random_seed).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ if __name__ == "__main__":
     named = (
         "keras",
         "sklearn",
+        "pandas",
         "jax",
         "tensorflow",
         "torch",

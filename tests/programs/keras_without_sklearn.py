@@ -1,4 +1,4 @@
-"""`python keras_without_sklearn.py [sklearn-first]`: gridbench.trial.keras_import (scikit-learn and matplotlib
+"""`python keras_without_sklearn.py [sklearn-first]`: gridbench.trial.keras_import (scikit-learn, matplotlib and pandas
 hidden) as a trial's worker runs it, then what the process finds, as one line `FOUND {json}` (test_keras_import)."""
 
 import json
@@ -14,6 +14,7 @@ if __name__ == "__main__":
         "hidden": list(keras_import.import_keras()),
         "sklearn_after_keras": "sklearn" in sys.modules,
         "matplotlib_after_keras": "matplotlib" in sys.modules,
+        "pandas_after_keras": "pandas" in sys.modules,
     }
     import keras
     import numpy as np
@@ -40,4 +41,11 @@ if __name__ == "__main__":
     import matplotlib.pyplot as plt  # the same: a trial's own modules import it as usual afterwards
 
     found["pyplot_later"] = plt.__name__
+    import pandas  # the same; and Keras, which did not see it, fits a DataFrame as any array
+
+    frame = pandas.DataFrame(np.ones((8, 4), dtype="float32"))
+    model.compile(optimizer="sgd", loss="mse")
+    history = model.fit(frame, np.zeros((8, 2), dtype="float32"), epochs=1, verbose=0)
+    found["pandas_later"] = pandas.DataFrame.__module__.split(".")[0]
+    found["frame_fitted"] = len(history.history["loss"]) == 1
     print("FOUND " + json.dumps(found), flush=True)
