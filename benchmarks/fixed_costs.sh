@@ -36,7 +36,7 @@
 #   `prestart`, `plain` and `against` name their floor runs alike (floor-A-N): give each its own OUTDIR.
 #   against: PAIRS triples (default 3) of tune_floor.py A, the headline as typed with the code in $BEFORE (a folder
 #   holding another commit's gridbench/ and experiments/, e.g. `git archive REV gridbench experiments | tar -x -C DIR`) and with this
-#   checkout's, in turn (after `headline`, which fills the compile cache).
+#   checkout's, in turn, the two headlines' order alternating (after `headline`, which fills the compile cache).
 set -uo pipefail
 out=$(realpath -m "$1"); data=$(realpath "$2"); bench=$(realpath "$3"); shift 3
 # Resolved here, before gpu_call_common.sh cd's into $out/work: until 2026-11-27 it was resolved there, where a relative
@@ -107,9 +107,11 @@ for step in $steps; do
     against) imports_of "$before:"; imports_of ""
              for i in $(seq 1 "${PAIRS:-3}"); do
                PYTHONPATH="$bench:${PYTHONPATH:-}" timed "floor-A-$i" python3 "$bench/tune_floor.py" A
-               PYTHONPATH="$before:${PYTHONPATH:-}" timed "headline-before-$i" python3 -m gridbench \
-                 search mnist --device gpu --tracking-uri "$uri"
-               timed "headline-after-$i" python3 -m gridbench search mnist --device gpu --tracking-uri "$uri"; done ;;
+               order="before after"  # alternating: neither side always runs second (until 2026-12-08, before first)
+               [ $((i % 2)) = 0 ] && order="after before"
+               for side in $order; do code=$([ "$side" = before ] && echo "$before:")
+                 PYTHONPATH="$code${PYTHONPATH:-}" timed "headline-$side-$i" python3 -m gridbench \
+                   search mnist --device gpu --tracking-uri "$uri"; done; done ;;
     firstrun) imports_of "$before:"; imports_of ""
               for i in $(seq 1 "${FIRST_PAIRS:-2}"); do
                 for side in before after; do
