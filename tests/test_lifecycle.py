@@ -746,6 +746,39 @@ def test_kill_matching_kills_only_the_search_s_processes_whose_command_line_matc
             process.wait()
 
 
+def test_a_ray_worker_left_after_ray_s_shutdown_is_killed_at_once_and_other_processes_get_sigterm(tmp_path):
+    from gridbench.gridsearch.lifecycle import OwnProcesses
+    from gridbench.gridsearch.ray_session import RAY_WORKER_MARKS
+
+    def started(path: Path, marker: Path, after_sigterm: str) -> subprocess.Popen:
+        """A process that notes a SIGTERM in `marker`, then runs `after_sigterm`; it has said so once ready."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            "import pathlib, signal, sys, time\n"
+            f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).touch(), {after_sigterm}))\n"
+            "print('ready', flush=True)\ntime.sleep(60)\n"
+        )
+        process = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline() == "ready\n"
+        return process
+
+    own = OwnProcesses()
+    # Like a Ray worker whose main thread is in Ray's task loop: a SIGTERM would leave it running for long.
+    worker_termed, other_termed = tmp_path / "worker-termed", tmp_path / "other-termed"
+    worker = started(tmp_path / "ray/_private/workers/default_worker.py", worker_termed, "time.sleep(30)")
+    other = started(tmp_path / "agent.py", other_termed, "sys.exit(0)")
+    try:
+        own.note()
+        assert own.end(at_once=RAY_WORKER_MARKS) == 2
+        assert own.alive() == []
+        assert not worker_termed.exists()  # killed without a SIGTERM, so not waited for
+        assert other_termed.exists()  # asked first, as before
+    finally:
+        for process in (worker, other):
+            process.kill()
+            process.wait()
+
+
 def test_a_resumed_searchs_summary_gives_the_whole_search_first_then_labels_this_sessions_figures():
     from gridbench.gridsearch.progress import summary_lines
     from gridbench.tracking.records import SearchSummary

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Mapping
 
@@ -228,35 +229,60 @@ class OwnProcesses:
                 pass
         return found
 
-    def kill_matching(self, fragment: str) -> int:
-        """Kills at once (SIGKILL) the noted processes still alive whose command line holds `fragment`."""
+    def kill_matching(self, *fragments: str) -> int:
+        """Kills at once (SIGKILL) the noted processes still alive whose command line holds any of `fragments`."""
         matching = []
         for process in self.alive():
             try:
-                if any(fragment in part for part in process.cmdline()):
+                if any(fragment in part for part in process.cmdline() for fragment in fragments):
                     process.kill()
                     matching.append(process)
             except self._psutil.Error:
                 pass
-        self._psutil.wait_procs(matching, timeout=1.0)
+        self._wait_exited(matching, timeout_s=1.0)
         return len(matching)
 
-    def end(self, grace_s: float = 3.0) -> int:
-        """Ends every noted process still alive: SIGTERM, then SIGKILL after `grace_s`. Returns how many."""
+    def end(self, grace_s: float = 3.0, at_once: tuple[str, ...] = ()) -> int:
+        """Ends every noted process still alive: SIGKILL for those whose command line holds any of `at_once`,
+        SIGTERM for the rest, then SIGKILL after `grace_s`. Returns how many."""
+        killed = self.kill_matching(*at_once) if at_once else 0
         leftovers = self.alive()
         for process in leftovers:
             try:
                 process.terminate()
             except self._psutil.Error:
                 pass
-        _, still = self._psutil.wait_procs(leftovers, timeout=grace_s)
+        still = self._wait_exited(leftovers, timeout_s=grace_s)
         for process in still:
             try:
                 process.kill()
             except self._psutil.Error:
                 pass
-        self._psutil.wait_procs(still, timeout=grace_s)
-        return len(leftovers)
+        self._wait_exited(still, timeout_s=grace_s)
+        return killed + len(leftovers)
+
+    def _wait_exited(self, processes: list, timeout_s: float) -> list:
+        """Waits until each of `processes` has exited; returns those still running after `timeout_s`.
+
+        An exit is a zombie: it holds nothing but its pid until its parent reaps it. Ray's workers outlive their
+        raylet as orphans, whose reaping is init's; psutil's wait_procs waits for that, and on the 2-core machine,
+        whose init reaps late, it waited a whole second for a killed worker.
+        """
+        deadline = time.monotonic() + timeout_s
+        running = list(processes)
+        while running:
+            self._psutil.wait_procs(running, timeout=0)  # reaps this process's own children
+            running = [process for process in running if self._running(process)]
+            if not running or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+        return running
+
+    def _running(self, process) -> bool:
+        try:
+            return process.status() != self._psutil.STATUS_ZOMBIE
+        except self._psutil.Error:
+            return False
 
 
 class Watchdog:

@@ -512,6 +512,8 @@ def _quiet_ray() -> None:
 
 RAY_MONITOR_SCRIPT = "autoscaler/_private/monitor.py"
 RAYLET_PROGRAM = "raylet/raylet"  # its executable's path: core/src/ray/raylet/raylet
+# A Ray worker's command line: its process title once it runs ("ray::IDLE", "ray::ImplicitFunc"), its script before.
+RAY_WORKER_MARKS = ("ray::", "_private/workers/default_worker.py")
 
 
 def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
@@ -525,7 +527,9 @@ def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
         processes.kill_matching(RAY_MONITOR_SCRIPT)
         with _no_collection():
             ray.shutdown()
-    processes.end()
+    # A Ray worker left after ray.shutdown ends only once it sees its raylet gone, a second or more later: SIGTERM's
+    # handler is Python's, which runs only when the main thread leaves Ray's task loop. Its trials are recorded.
+    processes.end(at_once=RAY_WORKER_MARKS)
 
 
 @contextlib.contextmanager
