@@ -1,10 +1,14 @@
-"""A search's end, part by part: `python benchmarks/end_probe.py search ...` runs gridbench's command line as typed,
-and prints to stderr, once the search's Ray is stopped (RaySession.stop), what Ray's shutdown took, which of the
-search's processes were still alive after it (their titles) and what ending them took (OwnProcesses.end).
+"""A search's end, part by part: `python benchmarks/end_probe.py search ...` runs gridbench's command line and prints
+to stderr what Ray's shutdown took, which of the search's processes were still alive after it (their titles) and what
+ending them took (gridbench.gridsearch.lifecycle.OwnProcesses.end). Ray is imported before the command line starts,
+so the command's start-up is not as typed; its end is.
 
     cd CHECKOUT && PYTHONPATH=$PWD python /path/to/benchmarks/end_probe.py search digits --tracking-uri URI
 
-Each line starts with "end probe:". The command's own output and exit status are unchanged.
+With END_PROBE_SIGTERM=1, each Ray worker left after Ray's shutdown is first sent SIGTERM alone, and the time until it
+has exited (a zombie, or gone) is printed, up to 5 s, before the search's own end runs: whether a worker answers
+SIGTERM, apart from how late its reaping comes. Each line starts with "end probe:". The command's own output and exit
+status are unchanged.
 """
 
 from __future__ import annotations
@@ -39,11 +43,38 @@ def _alive(processes: lifecycle.OwnProcesses) -> str:
     return f", {len(titles)} left before it: {titles}"
 
 
+def _sigterm_first(processes: lifecycle.OwnProcesses) -> None:
+    import psutil
+
+    from gridbench.gridsearch.ray_session import RAY_WORKER_MARKS
+
+    for process in processes.alive():
+        try:
+            if not any(mark in part for part in process.cmdline() for mark in RAY_WORKER_MARKS):
+                continue
+        except psutil.Error:
+            continue
+        start = time.perf_counter()
+        try:
+            process.terminate()
+            while time.perf_counter() - start < 5 and process.status() != psutil.STATUS_ZOMBIE:
+                time.sleep(0.002)
+            state = process.status()
+        except psutil.NoSuchProcess:
+            state = "gone"
+        print(f"end probe: SIGTERM to {state} {time.perf_counter() - start:.3f} s", file=sys.stderr)
+
+
 def main() -> None:
+    import os
+
     import ray
 
     _timed(ray, "shutdown")
     _timed(lifecycle.OwnProcesses, "end", _alive)
+    if os.environ.get("END_PROBE_SIGTERM") == "1":  # outside the end's timing: the end then meets what is left
+        end = lifecycle.OwnProcesses.end
+        lifecycle.OwnProcesses.end = lambda self, *args, **kwargs: (_sigterm_first(self), end(self, *args, **kwargs))[1]
     from gridbench.cli import run
 
     sys.argv[0] = "gridbench"

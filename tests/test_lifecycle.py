@@ -763,7 +763,7 @@ def test_a_ray_worker_left_after_ray_s_shutdown_is_killed_at_once_and_other_proc
         return process
 
     own = OwnProcesses()
-    # Like a Ray worker whose main thread is in Ray's task loop: a SIGTERM would leave it running for long.
+    # Stand-ins that note a SIGTERM: the Ray worker's would then linger, so the test also shows it was not waited for.
     worker_termed, other_termed = tmp_path / "worker-termed", tmp_path / "other-termed"
     worker = started(tmp_path / "ray/_private/workers/default_worker.py", worker_termed, "time.sleep(30)")
     other = started(tmp_path / "agent.py", other_termed, "sys.exit(0)")
@@ -777,6 +777,33 @@ def test_a_ray_worker_left_after_ray_s_shutdown_is_killed_at_once_and_other_proc
         for process in (worker, other):
             process.kill()
             process.wait()
+
+
+def test_a_process_that_has_exited_is_ended_though_its_parent_has_not_reaped_it(tmp_path):
+    import psutil
+
+    from gridbench.gridsearch.lifecycle import OwnProcesses
+
+    # As a Ray worker left after Ray's shutdown, an orphan whose reaping is init's, which may come late: here its
+    # parent never reaps it. Waiting for the pid to be gone would take the whole grace, twice.
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time\n"
+         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+         "print(child.pid, flush=True)\ntime.sleep(120)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        child = int(parent.stdout.readline())
+        own = OwnProcesses()  # both are children from before: only the adopted one is the search's
+        own.adopt([child])
+        started = time.monotonic()
+        assert own.end(grace_s=60) == 1
+        assert time.monotonic() - started < 30  # not the grace: it ended at its SIGTERM
+        assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE  # exited, not reaped
+        assert own.alive() == [] and parent.poll() is None
+    finally:
+        parent.kill()
+        parent.wait()
 
 
 def test_a_resumed_searchs_summary_gives_the_whole_search_first_then_labels_this_sessions_figures():

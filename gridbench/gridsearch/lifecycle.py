@@ -231,22 +231,13 @@ class OwnProcesses:
 
     def kill_matching(self, *fragments: str) -> int:
         """Kills at once (SIGKILL) the noted processes still alive whose command line holds any of `fragments`."""
-        matching = []
-        for process in self.alive():
-            try:
-                if any(fragment in part for part in process.cmdline() for fragment in fragments):
-                    process.kill()
-                    matching.append(process)
-            except self._psutil.Error:
-                pass
-        self._wait_exited(matching, timeout_s=1.0)
-        return len(matching)
+        return len(self._kill_matching(fragments))
 
     def end(self, grace_s: float = 3.0, at_once: tuple[str, ...] = ()) -> int:
         """Ends every noted process still alive: SIGKILL for those whose command line holds any of `at_once`,
         SIGTERM for the rest, then SIGKILL after `grace_s`. Returns how many."""
-        killed = self.kill_matching(*at_once) if at_once else 0
-        leftovers = self.alive()
+        killed = {process.pid for process in self._kill_matching(at_once)} if at_once else set()
+        leftovers = [process for process in self.alive() if process.pid not in killed]
         for process in leftovers:
             try:
                 process.terminate()
@@ -259,14 +250,27 @@ class OwnProcesses:
             except self._psutil.Error:
                 pass
         self._wait_exited(still, timeout_s=grace_s)
-        return killed + len(leftovers)
+        return len(killed) + len(leftovers)
+
+    def _kill_matching(self, fragments) -> list:
+        matching = []
+        for process in self.alive():
+            try:
+                if any(fragment in part for part in process.cmdline() for fragment in fragments):
+                    process.kill()
+                    matching.append(process)
+            except self._psutil.Error:
+                pass
+        self._wait_exited(matching, timeout_s=1.0)
+        return matching
 
     def _wait_exited(self, processes: list, timeout_s: float) -> list:
         """Waits until each of `processes` has exited; returns those still running after `timeout_s`.
 
-        An exit is a zombie: it holds nothing but its pid until its parent reaps it. Ray's workers outlive their
-        raylet as orphans, whose reaping is init's; psutil's wait_procs waits for that, and on the 2-core machine,
-        whose init reaps late, it waited a whole second for a killed worker.
+        A process that has exited is a zombie until its parent reaps it, and holds nothing but its pid. A Ray worker
+        left after Ray's shutdown is an orphan, whose reaping is init's: on the 2-core machine init reaped killed
+        orphans 1.6-1.8 s late, and psutil's wait_procs, which waits for the pid to be gone, waited its whole
+        second's timeout for a killed worker (docs/results/around-training.md, twenty-eighth).
         """
         deadline = time.monotonic() + timeout_s
         running = list(processes)
@@ -279,8 +283,11 @@ class OwnProcesses:
         return running
 
     def _running(self, process) -> bool:
+        """Whether `process`, noted by this search, has not exited yet (its pid not reused: as in `alive`)."""
         try:
-            return process.status() != self._psutil.STATUS_ZOMBIE
+            return (
+                process.create_time() == self.seen.get(process.pid) and process.status() != self._psutil.STATUS_ZOMBIE
+            )
         except self._psutil.Error:
             return False
 
