@@ -9,6 +9,8 @@
 set -uo pipefail
 out=$(realpath -m "$1"); base=$(realpath "$2"); pairs=${3:-6}
 here=$(cd "$(dirname "$0")/.." && pwd)
+# A new OUTDIR: calls.txt and the store are appended to, and ends.txt pairs them by position.
+[ -e "$out/calls.txt" ] && { echo "end_ab.sh: $out holds an earlier run: give a new OUTDIR" >&2; exit 2; }
 mkdir -p "$out/work"; uri="sqlite:///$out/work/mlflow.db"
 { git -C "$here" log -1 --format="new: %h %s"; git -C "$here" status --short; echo "base: $base"; date -u; nproc; } \
   >"$out/provenance.txt" 2>&1
