@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A search's end from two checkouts in turn, on this machine: `search digits` as typed (the quick start) under
+# A search's end from two checkouts in turn, on this machine: `search digits` (the quick start's search) under
 # benchmarks/end_probe.py, BASE_DIR's gridbench (e.g. `git archive REV gridbench experiments | tar -x -C BASE_DIR`)
 # and this checkout's, PAIRS pairs, their order alternating, one MLflow store. Outputs in OUTDIR: base-N.txt and
 # new-N.txt (each run's output with its "end probe:" lines), calls.txt (each run's whole time), ends.txt

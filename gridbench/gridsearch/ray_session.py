@@ -513,6 +513,7 @@ def _quiet_ray() -> None:
 RAY_MONITOR_SCRIPT = "autoscaler/_private/monitor.py"
 RAYLET_PROGRAM = "raylet/raylet"  # its executable's path: core/src/ray/raylet/raylet
 # A Ray worker's command line: its process title once it runs ("ray::IDLE", "ray::ImplicitFunc"), its script before.
+# A raylet's arguments name that script too; one still alive after ray.shutdown has had its SIGTERM and SIGKILL.
 RAY_WORKER_MARKS = ("ray::", "_private/workers/default_worker.py")
 
 
