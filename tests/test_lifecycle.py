@@ -746,37 +746,43 @@ def test_kill_matching_kills_only_the_search_s_processes_whose_command_line_matc
             process.wait()
 
 
-def test_a_ray_worker_left_after_ray_s_shutdown_is_killed_at_once_and_other_processes_get_sigterm(tmp_path):
+@pytest.mark.parametrize("named_by", ["title", "script"])
+def test_a_ray_process_left_after_ray_s_shutdown_is_killed_at_once_and_other_processes_get_sigterm(tmp_path, named_by):
     from gridbench.gridsearch.lifecycle import OwnProcesses
     from gridbench.gridsearch.ray_session import RAY_WORKER_MARKS
 
-    def started(path: Path, marker: Path, after_sigterm: str) -> subprocess.Popen:
-        """A process that notes a SIGTERM in `marker`, then runs `after_sigterm`; it has said so once ready."""
+    def start(path: Path, marker: Path, after_sigterm: str, argv0: str | None = None) -> subprocess.Popen:
+        """A process that notes a SIGTERM in `marker`, then runs `after_sigterm`; it says when it is ready."""
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(
             "import pathlib, signal, sys, time\n"
             f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).touch(), {after_sigterm}))\n"
             "print('ready', flush=True)\ntime.sleep(60)\n"
         )
-        process = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
-        assert process.stdout.readline() == "ready\n"
-        return process
+        return subprocess.Popen([argv0 or sys.executable, str(path)], executable=sys.executable, stdout=subprocess.PIPE,
+                                text=True)  # fmt: skip
 
-    own = OwnProcesses()
-    # Stand-ins that note a SIGTERM: the Ray worker's would then linger, so the test also shows it was not waited for.
+    # A Ray worker once titled ("ray::ImplicitFunc"), or before, by its script; the other, any process of the search.
+    # Each notes a SIGTERM; the worker's stand-in would then linger, so the test also shows it was not waited for.
     worker_termed, other_termed = tmp_path / "worker-termed", tmp_path / "other-termed"
-    worker = started(tmp_path / "ray/_private/workers/default_worker.py", worker_termed, "time.sleep(30)")
-    other = started(tmp_path / "agent.py", other_termed, "sys.exit(0)")
+    processes = []
     try:
-        own.note()
+        script = "trial.py" if named_by == "title" else "ray/_private/workers/default_worker.py"
+        title = "ray::ImplicitFunc" if named_by == "title" else None
+        processes.append(start(tmp_path / script, worker_termed, "time.sleep(30)", title))
+        processes.append(start(tmp_path / "other.py", other_termed, "sys.exit(0)"))
+        assert [process.stdout.readline() for process in processes] == ["ready\n"] * 2  # their handlers are in place
+        own = OwnProcesses()  # they are children from before: adopted, as the compiling processes are
+        own.adopt(process.pid for process in processes)
         assert own.end(at_once=RAY_WORKER_MARKS) == 2
         assert own.alive() == []
         assert not worker_termed.exists()  # killed without a SIGTERM, so not waited for
         assert other_termed.exists()  # asked first, as before
     finally:
-        for process in (worker, other):
+        for process in processes:
             process.kill()
             process.wait()
+            process.stdout.close()
 
 
 def test_a_process_that_has_exited_is_ended_though_its_parent_has_not_reaped_it(tmp_path):
@@ -792,6 +798,7 @@ def test_a_process_that_has_exited_is_ended_though_its_parent_has_not_reaped_it(
          "print(child.pid, flush=True)\ntime.sleep(120)\n"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    child = None
     try:
         child = int(parent.stdout.readline())
         own = OwnProcesses()  # both are children from before: only the adopted one is the search's
@@ -802,8 +809,11 @@ def test_a_process_that_has_exited_is_ended_though_its_parent_has_not_reaped_it(
         assert psutil.Process(child).status() == psutil.STATUS_ZOMBIE  # exited, not reaped
         assert own.alive() == [] and parent.poll() is None
     finally:
+        if child is not None and psutil.pid_exists(child):  # a failure before the end: no sleeper left behind
+            os.kill(child, signal.SIGKILL)
         parent.kill()
         parent.wait()
+        parent.stdout.close()
 
 
 def test_a_resumed_searchs_summary_gives_the_whole_search_first_then_labels_this_sessions_figures():

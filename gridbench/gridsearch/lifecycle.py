@@ -283,13 +283,13 @@ class OwnProcesses:
         return running
 
     def _running(self, process) -> bool:
-        """Whether `process`, noted by this search, has not exited yet (its pid not reused: as in `alive`)."""
+        """Whether `process` has not exited yet: gone, reused by another process, or a zombie, it has."""
         try:
-            return (
-                process.create_time() == self.seen.get(process.pid) and process.status() != self._psutil.STATUS_ZOMBIE
-            )
-        except self._psutil.Error:
+            return process.is_running() and process.status() != self._psutil.STATUS_ZOMBIE
+        except self._psutil.NoSuchProcess:
             return False
+        except self._psutil.Error:  # not ours to read: still there, so still to wait for
+            return True
 
 
 class Watchdog:

@@ -512,8 +512,9 @@ def _quiet_ray() -> None:
 
 RAY_MONITOR_SCRIPT = "autoscaler/_private/monitor.py"
 RAYLET_PROGRAM = "raylet/raylet"  # its executable's path: core/src/ray/raylet/raylet
-# A Ray worker's command line: its process title once it runs ("ray::IDLE", "ray::ImplicitFunc"), its script before.
-# A raylet's arguments name that script too; one still alive after ray.shutdown has had its SIGTERM and SIGKILL.
+# Ray's processes by their command line: a worker's title once it runs ("ray::IDLE", "ray::ImplicitFunc"), its script
+# before. Ray's agents are titled alike ("ray::RuntimeEnvAgent"), and so is a process a worker forked; a raylet's
+# arguments name the script too, and one still alive after ray.shutdown has had its SIGTERM and SIGKILL.
 RAY_WORKER_MARKS = ("ray::", "_private/workers/default_worker.py")
 
 
@@ -529,7 +530,7 @@ def _stop_ray(processes: lifecycle.OwnProcesses) -> None:
         with _no_collection():
             ray.shutdown()
     # A Ray worker still alive after ray.shutdown took 0.16-0.20 s to exit on a SIGTERM (2 cores); every trial is
-    # recorded by now, so it is killed at once (docs/results/around-training.md, twenty-eighth).
+    # recorded by now and Ray is gone, so Ray's processes are killed at once (around-training.md, twenty-eighth).
     processes.end(at_once=RAY_WORKER_MARKS)
 
 
