@@ -13,6 +13,7 @@ status are unchanged.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -66,15 +67,18 @@ def _sigterm_first(processes: lifecycle.OwnProcesses) -> None:
 
 
 def main() -> None:
-    import os
-
     import ray
 
     _timed(ray, "shutdown")
     _timed(lifecycle.OwnProcesses, "end", _alive)
     if os.environ.get("END_PROBE_SIGTERM") == "1":  # outside the end's timing: the end then meets what is left
         end = lifecycle.OwnProcesses.end
-        lifecycle.OwnProcesses.end = lambda self, *args, **kwargs: (_sigterm_first(self), end(self, *args, **kwargs))[1]
+
+        def sigterm_then_end(processes, *args, **kwargs):
+            _sigterm_first(processes)
+            return end(processes, *args, **kwargs)
+
+        lifecycle.OwnProcesses.end = sigterm_then_end
     from gridbench.cli import run
 
     sys.argv[0] = "gridbench"
